@@ -1,0 +1,287 @@
+package metrics
+
+import (
+	"math"
+	"math/big"
+	"math/bits"
+	"strconv"
+)
+
+// number is a JSON number read as an IEEE-754 double (RFC 8785 §3.2.2.3).
+// Besides the double it keeps the shortest decimal that round-trips it,
+// mant × 10^exp with no trailing zeros in mant: the canonical form and the
+// exact cost sum are both derived from those digits.
+type number struct {
+	f    float64
+	mant uint64 // 0 for ±0
+	exp  int32
+	neg  bool
+}
+
+// maxExactDigits is the count of significant decimal digits that always
+// survive a trip through a double (DBL_DIG), so a literal with at most this
+// many digits already is the shortest decimal of its double.
+const maxExactDigits = 15
+
+// readNumber reads the number at p.pos (RFC 8259 §6 grammar).
+func (p *parser) readNumber() (number, error) {
+	d := p.data
+	start := p.pos
+	i := p.pos
+	var n number
+	if i < len(d) && d[i] == '-' {
+		n.neg = true
+		i++
+	}
+
+	var (
+		mant      uint64
+		digits    int  // significant digits held in mant
+		exp       int  // decimal exponent of mant
+		truncated bool // digits beyond what mant holds were dropped
+	)
+	add := func(c byte, fraction bool) {
+		switch {
+		case digits < 19:
+			mant = mant*10 + uint64(c-'0')
+			if mant != 0 {
+				digits++
+			}
+			if fraction {
+				exp--
+			}
+		case !fraction:
+			exp++
+			truncated = truncated || c != '0'
+		default:
+			truncated = truncated || c != '0'
+		}
+	}
+
+	switch {
+	case i < len(d) && d[i] == '0':
+		i++
+	case i < len(d) && d[i] >= '1' && d[i] <= '9':
+		for i < len(d) && isDigit(d[i]) {
+			add(d[i], false)
+			i++
+		}
+	default:
+		return n, p.syntaxErrorAt(i, "expected a digit in a number")
+	}
+	if i < len(d) && d[i] == '.' {
+		i++
+		if i >= len(d) || !isDigit(d[i]) {
+			return n, p.syntaxErrorAt(i, "expected a digit after the decimal point")
+		}
+		for i < len(d) && isDigit(d[i]) {
+			add(d[i], true)
+			i++
+		}
+	}
+	if i < len(d) && (d[i] == 'e' || d[i] == 'E') {
+		i++
+		negExp := false
+		if i < len(d) && (d[i] == '+' || d[i] == '-') {
+			negExp = d[i] == '-'
+			i++
+		}
+		if i >= len(d) || !isDigit(d[i]) {
+			return n, p.syntaxErrorAt(i, "expected a digit in an exponent")
+		}
+		e := 0
+		for i < len(d) && isDigit(d[i]) {
+			if e < 100000 { // saturate: anything this large is out of every range
+				e = e*10 + int(d[i]-'0')
+			}
+			i++
+		}
+		if negExp {
+			e = -e
+		}
+		exp += e
+	}
+	p.pos = i
+
+	if mant == 0 {
+		n.f = 0
+		if n.neg {
+			n.f = math.Copysign(0, -1)
+		}
+		return n, nil
+	}
+	for mant%10 == 0 {
+		mant /= 10
+		exp++
+		digits--
+	}
+	// Clinger's fast path: both operands exact, so one rounding.
+	if !truncated && digits <= maxExactDigits && exp >= -22 && exp <= 22 {
+		n.f = float64(mant)
+		if exp >= 0 {
+			n.f *= math.Pow10(exp)
+		} else {
+			n.f /= math.Pow10(-exp)
+		}
+		n.mant, n.exp = mant, int32(exp)
+		if n.neg {
+			n.f = -n.f
+		}
+		return n, nil
+	}
+	f, _ := strconv.ParseFloat(string(d[start:i]), 64) // overflow gives ±Inf, caught by range checks
+	return fromFloat(f), nil
+}
+
+// fromFloat returns the number of a double, with its shortest decimal.
+func fromFloat(f float64) number {
+	n := number{f: f, neg: math.Signbit(f)}
+	if f == 0 || math.IsInf(f, 0) || math.IsNaN(f) {
+		return n
+	}
+	var buf [32]byte
+	s := strconv.AppendFloat(buf[:0], math.Abs(f), 'e', -1, 64) // d[.ddd]e±x
+	var mant uint64
+	fracDigits := 0
+	dot := false
+	i := 0
+	for ; s[i] != 'e'; i++ {
+		if s[i] == '.' {
+			dot = true
+			continue
+		}
+		mant = mant*10 + uint64(s[i]-'0')
+		if dot {
+			fracDigits++
+		}
+	}
+	i++ // 'e'
+	negExp := s[i] == '-'
+	e := 0
+	for i++; i < len(s); i++ {
+		e = e*10 + int(s[i]-'0')
+	}
+	if negExp {
+		e = -e
+	}
+	exp := e - fracDigits
+	for mant%10 == 0 {
+		mant /= 10
+		exp++
+	}
+	n.mant, n.exp = mant, int32(exp)
+	return n
+}
+
+// appendNumber appends n as ECMAScript's Number.prototype.toString does,
+// which is the number form of RFC 8785 §3.2.2.3.
+func appendNumber(dst []byte, n number) []byte {
+	if n.mant == 0 {
+		return append(dst, '0') // also for -0
+	}
+	if n.neg {
+		dst = append(dst, '-')
+	}
+	var buf [20]byte
+	digits := strconv.AppendUint(buf[:0], n.mant, 10)
+	k := len(digits)
+	point := k + int(n.exp) // value = 0.digits × 10^point
+	switch {
+	case k <= point && point <= 21:
+		dst = append(dst, digits...)
+		for range point - k {
+			dst = append(dst, '0')
+		}
+	case 0 < point && point <= 21:
+		dst = append(dst, digits[:point]...)
+		dst = append(dst, '.')
+		dst = append(dst, digits[point:]...)
+	case -6 < point && point <= 0:
+		dst = append(dst, '0', '.')
+		for range -point {
+			dst = append(dst, '0')
+		}
+		dst = append(dst, digits...)
+	default:
+		dst = append(dst, digits[0])
+		if k > 1 {
+			dst = append(dst, '.')
+			dst = append(dst, digits[1:]...)
+		}
+		dst = append(dst, 'e')
+		if point-1 > 0 {
+			dst = append(dst, '+')
+		}
+		dst = strconv.AppendInt(dst, int64(point-1), 10)
+	}
+	return dst
+}
+
+// decimalSum returns the double nearest to the exact sum of the shortest
+// decimals of ns, so that 0.1 + 0.2 is 0.3. ns must be non-negative.
+func decimalSum(ns []number) float64 {
+	scale := 0 // digits after the point needed to hold every term exactly
+	for _, n := range ns {
+		if n.mant != 0 && int(-n.exp) > scale {
+			scale = int(-n.exp)
+		}
+	}
+	if sum, ok := uintSum(ns, scale); ok {
+		if sum < 1<<53 && scale <= 22 {
+			return float64(sum) / math.Pow10(scale) // exact operands, one rounding
+		}
+		f, _ := new(big.Rat).SetFrac(new(big.Int).SetUint64(sum), pow10Int(scale)).Float64()
+		return f
+	}
+	sum := new(big.Int)
+	term := new(big.Int)
+	for _, n := range ns {
+		if n.mant == 0 {
+			continue
+		}
+		term.SetUint64(n.mant)
+		term.Mul(term, pow10Int(int(n.exp)+scale))
+		sum.Add(sum, term)
+	}
+	f, _ := new(big.Rat).SetFrac(sum, pow10Int(scale)).Float64()
+	return f
+}
+
+// uintSum adds the terms scaled by 10^scale in a uint64, or reports false when
+// they do not fit.
+func uintSum(ns []number, scale int) (uint64, bool) {
+	var sum uint64
+	for _, n := range ns {
+		if n.mant == 0 {
+			continue
+		}
+		shift := int(n.exp) + scale
+		if shift > 19 {
+			return 0, false
+		}
+		hi, term := bits.Mul64(n.mant, pow10Uint(shift))
+		if hi != 0 {
+			return 0, false
+		}
+		var carry uint64
+		sum, carry = bits.Add64(sum, term, 0)
+		if carry != 0 {
+			return 0, false
+		}
+	}
+	return sum, true
+}
+
+func pow10Uint(n int) uint64 {
+	p := uint64(1)
+	for range n {
+		p *= 10
+	}
+	return p
+}
+
+func pow10Int(n int) *big.Int {
+	return new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(n)), nil)
+}
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }

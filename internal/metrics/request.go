@@ -1,0 +1,169 @@
+package metrics
+
+// Limits of the metrics request (spec §8).
+const (
+	MaxBodyBytes      = 262144
+	MaxCases          = 500
+	MaxIDLength       = 128
+	MaxToolNameLength = 80
+	MaxToolChecks     = 32
+	MaxViolations     = 32
+	MaxLatencyMS      = 86400000
+	MaxTokens         = 1000000000
+	MaxCost           = 1000000
+	MaxSteps          = 100000
+)
+
+// Request is a validated metrics request (spec §2.5). Its strings point into
+// the body it was parsed from, which must not change while it is in use.
+type Request struct {
+	runID        []byte
+	costCurrency []byte // nil when absent
+	cases        []observation
+	toolChecks   []toolCheck // every case's checks, in order
+	violations   []violation // every case's reported codes, in order
+	bodySize     int         // to size the canonical form's buffer
+}
+
+// observation is one CaseObservation.
+type observation struct {
+	id          []byte
+	repeatGroup []byte // nil when absent
+	status      status
+	has         present
+	latency     number
+	cost        number
+	input       int64
+	output      int64
+	expected    int64 // trace.expected_steps
+	observed    int64 // trace.observed_steps
+	checks      span  // into Request.toolChecks
+	reported    span  // into Request.violations
+}
+
+// present records which optional members a case carries, so that the
+// canonical form keeps exactly what was received.
+type present uint8
+
+const (
+	hasRepeatGroup present = 1 << iota
+	hasInput
+	hasOutput
+	hasCost
+	hasToolChecks
+	hasViolations
+	hasTrace
+)
+
+type span struct{ start, n int32 }
+
+type toolCheck struct {
+	name   []byte
+	passed bool
+}
+
+type status uint8
+
+const (
+	statusPass status = iota
+	statusFail
+	statusError
+	statusTimeout
+)
+
+func (s status) String() string {
+	switch s {
+	case statusPass:
+		return "pass"
+	case statusFail:
+		return "fail"
+	case statusError:
+		return "error"
+	case statusTimeout:
+		return "timeout"
+	}
+	return ""
+}
+
+// violation is a boundary violation code; its value is its bit in a case's set.
+type violation uint8
+
+const (
+	dataBoundary violation = 1 << iota
+	instructionOverride
+	policyBoundary
+	scopeEscape
+	unauthorizedTool
+)
+
+func (v violation) String() string {
+	switch v {
+	case dataBoundary:
+		return "data_boundary"
+	case instructionOverride:
+		return "instruction_override"
+	case policyBoundary:
+		return "policy_boundary"
+	case scopeEscape:
+		return "scope_escape"
+	case unauthorizedTool:
+		return "unauthorized_tool"
+	}
+	return ""
+}
+
+func parseViolation(b []byte) (violation, bool) {
+	switch string(b) {
+	case "data_boundary":
+		return dataBoundary, true
+	case "instruction_override":
+		return instructionOverride, true
+	case "policy_boundary":
+		return policyBoundary, true
+	case "scope_escape":
+		return scopeEscape, true
+	case "unauthorized_tool":
+		return unauthorizedTool, true
+	}
+	return 0, false
+}
+
+func parseStatus(b []byte) (status, bool) {
+	switch string(b) {
+	case "pass":
+		return statusPass, true
+	case "fail":
+		return statusFail, true
+	case "error":
+		return statusError, true
+	case "timeout":
+		return statusTimeout, true
+	}
+	return 0, false
+}
+
+func validCurrency(b []byte) bool {
+	switch string(b) {
+	case "EUR", "USD", "GBP":
+		return true
+	}
+	return false
+}
+
+// validID reports whether b matches ^[A-Za-z0-9][A-Za-z0-9._:-]{0,max-1}$,
+// the pattern of run_id, case_id, repeat_group and tool check names.
+func validID(b []byte, max int) bool {
+	if len(b) == 0 || len(b) > max || !isAlnum(b[0]) {
+		return false
+	}
+	for _, c := range b[1:] {
+		if !isAlnum(c) && c != '.' && c != '_' && c != ':' && c != '-' {
+			return false
+		}
+	}
+	return true
+}
+
+func isAlnum(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
