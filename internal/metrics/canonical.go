@@ -7,10 +7,21 @@ import "strconv"
 // Members are written in the order RFC 8785 sorts them; every name is ASCII,
 // so that order is plain byte order, fixed here by hand.
 func (r *Request) AppendCanonical(dst []byte) []byte {
+	return r.appendCanonical(dst, nil)
+}
+
+// appendCanonical is AppendCanonical that, when flush is not nil, hands
+// dst to flush and starts it again whenever it outgrows its capacity, so
+// that hashing needs no buffer the size of the body.
+func (r *Request) appendCanonical(dst []byte, flush func([]byte)) []byte {
 	dst = append(dst, `{"cases":[`...)
 	for i := range r.cases {
 		if i > 0 {
 			dst = append(dst, ',')
+		}
+		if flush != nil && len(dst) > cap(dst)/2 {
+			flush(dst)
+			dst = dst[:0]
 		}
 		dst = r.appendCase(dst, &r.cases[i])
 	}

@@ -120,7 +120,12 @@ func Compute(body []byte) (*Metrics, error) {
 
 // Digest is the SHA-256 of the request's canonical form.
 func (r *Request) Digest() [sha256.Size]byte {
-	return sha256.Sum256(r.AppendCanonical(make([]byte, 0, r.bodySize+64)))
+	h := sha256.New()
+	write := func(b []byte) { h.Write(b) }
+	write(r.appendCanonical(make([]byte, 0, 16<<10), write))
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	return sum
 }
 
 // Metrics aggregates the request (DESIGN.md §2).
@@ -237,19 +242,20 @@ func (r *Request) repeatStability() RepeatStability {
 		status status
 		mixed  bool
 	}
-	groups := make(map[string]*group)
+	names := newByteSet(len(r.cases))
+	groups := make([]group, 0, len(r.cases))
 	for i := range r.cases {
 		c := &r.cases[i]
 		if c.has&hasRepeatGroup == 0 {
 			continue
 		}
-		g, ok := groups[string(c.repeatGroup)]
-		if !ok {
-			groups[string(c.repeatGroup)] = &group{size: 1, status: c.status}
+		g, added := names.add(c.repeatGroup)
+		if added {
+			groups = append(groups, group{size: 1, status: c.status})
 			continue
 		}
-		g.size++
-		g.mixed = g.mixed || g.status != c.status
+		groups[g].size++
+		groups[g].mixed = groups[g].mixed || groups[g].status != c.status
 	}
 	var rs RepeatStability
 	for _, g := range groups {

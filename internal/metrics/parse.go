@@ -46,7 +46,7 @@ const minCaseBytes = len(`{"case_id":"a","status":"pass","latency_ms":0}`)
 // found at the end of its object, and the cost_currency rule at the end of
 // the request.
 func Parse(body []byte) (*Request, error) {
-	p := parser{data: body, req: &Request{bodySize: len(body)}}
+	p := parser{data: body, req: &Request{}}
 	if err := p.document(); err != nil {
 		return nil, err
 	}
@@ -62,7 +62,7 @@ type parser struct {
 	depth   int
 	err     *Error // first schema error
 	req     *Request
-	ids     map[string]struct{} // case_ids seen
+	ids     *byteSet // case_ids seen
 	anyCost bool
 }
 
@@ -164,7 +164,7 @@ func (p *parser) cases() error {
 	}
 	if p.req.cases == nil {
 		p.req.cases = make([]observation, 0, min(MaxCases, len(p.data)/minCaseBytes+1))
-		p.ids = make(map[string]struct{}, cap(p.req.cases))
+		p.ids = newByteSet(cap(p.req.cases))
 	}
 	n, err := p.array(func(i int) error {
 		if i >= MaxCases {
@@ -268,11 +268,9 @@ func (p *parser) caseID(v []byte, pl place) {
 	if p.err != nil {
 		return // the request is refused already; spare the bookkeeping
 	}
-	if _, dup := p.ids[string(v)]; dup {
+	if _, added := p.ids.add(v); !added {
 		p.fail(CodeInvalidField, pl, ruleDuplicate)
-		return
 	}
-	p.ids[string(v)] = struct{}{}
 }
 
 func (p *parser) toolChecks(i int, c *observation) error {
@@ -463,14 +461,12 @@ func (p *parser) peek() byte {
 }
 
 func (p *parser) skipSpace() {
-	for p.pos < len(p.data) {
-		switch p.data[p.pos] {
-		case ' ', '\t', '\n', '\r':
-			p.pos++
-		default:
-			return
-		}
+	const space = 1<<' ' | 1<<'\t' | 1<<'\n' | 1<<'\r'
+	d, i := p.data, p.pos
+	for i < len(d) && d[i] <= ' ' && space>>d[i]&1 != 0 {
+		i++
 	}
+	p.pos = i
 }
 
 // object reads the object at p.pos. For each member it calls member with the

@@ -22,7 +22,6 @@ type Request struct {
 	cases        []observation
 	toolChecks   []toolCheck // every case's checks, in order
 	violations   []violation // every case's reported codes, in order
-	bodySize     int         // to size the canonical form's buffer
 }
 
 // observation is one CaseObservation.

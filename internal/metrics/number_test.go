@@ -1,0 +1,193 @@
+package metrics
+
+import (
+	"math"
+	"math/big"
+	"math/rand/v2"
+	"strconv"
+	"testing"
+
+	"github.com/gowebpki/jcs"
+)
+
+func readNum(t *testing.T, lit string) number {
+	t.Helper()
+	p := parser{data: []byte(lit)}
+	n, err := p.readNumber()
+	if err != nil {
+		t.Fatalf("readNumber(%q): %v", lit, err)
+	}
+	if p.pos != len(lit) {
+		t.Fatalf("readNumber(%q) stopped at %d", lit, p.pos)
+	}
+	return n
+}
+
+func TestReadNumber(t *testing.T) {
+	tests := []struct {
+		lit       string
+		canonical string // RFC 8785 form
+	}{
+		{"0", "0"},
+		{"-0", "0"},
+		{"-0.0e5", "0"},
+		{"1", "1"},
+		{"10", "10"},
+		{"1E2", "100"},
+		{"2.50", "2.5"},
+		{"0.000001", "0.000001"},
+		{"0.0000001", "1e-7"},
+		{"123456789012345678901", "123456789012345680000"},
+		{"1e21", "1e+21"},
+		{"1e400", "0"}, // overflow: Inf, never canonicalized (out of range)
+		{"1e-400", "0"},
+		{"5e-324", "5e-324"},
+		{"0.1", "0.1"},
+		{"0.30000000000000004", "0.30000000000000004"},
+		{"0.30000000000000000001", "0.3"},
+		{"86400000.0000000001", "86400000"},
+		{"1.0000000000000000001", "1"},
+		{"-12.5", "-12.5"},
+		{"999999999999999", "999999999999999"},
+		{"9007199254740993", "9007199254740992"},
+	}
+	for _, tt := range tests {
+		n := readNum(t, tt.lit)
+		want, _ := strconv.ParseFloat(tt.lit, 64)
+		if n.f != want || math.Signbit(n.f) != math.Signbit(want) {
+			t.Errorf("readNumber(%q).f = %v, want %v", tt.lit, n.f, want)
+		}
+		if math.IsInf(n.f, 0) {
+			continue
+		}
+		if got := string(appendNumber(nil, n)); got != tt.canonical {
+			t.Errorf("canonical(%q) = %s, want %s", tt.lit, got, tt.canonical)
+		}
+	}
+}
+
+// TestNumberFormsAgree checks, over many doubles, that the digits the fast
+// path keeps from a literal are the shortest digits of its double, and that
+// the canonical form is gowebpki/jcs's.
+func TestNumberFormsAgree(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	check := func(f float64) {
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			return
+		}
+		want, err := jcs.NumberToJSON(f)
+		if err != nil {
+			t.Fatalf("jcs.NumberToJSON(%v): %v", f, err)
+		}
+		if got := string(appendNumber(nil, fromFloat(f))); got != want {
+			t.Fatalf("appendNumber(fromFloat(%v)) = %s, jcs says %s", f, got, want)
+		}
+		for _, lit := range []string{
+			strconv.FormatFloat(f, 'g', -1, 64),
+			strconv.FormatFloat(f, 'f', -1, 64),
+			strconv.FormatFloat(f, 'e', 14, 64), // 15 digits: the fast path
+		} {
+			n := readNum(t, lit)
+			g, _ := strconv.ParseFloat(lit, 64)
+			if n.f != g {
+				t.Fatalf("readNumber(%q).f = %v, want %v", lit, n.f, g)
+			}
+			if got, want := string(appendNumber(nil, n)), string(appendNumber(nil, fromFloat(g))); got != want {
+				t.Fatalf("canonical(%q) = %s, want %s", lit, got, want)
+			}
+		}
+	}
+	for range 20000 {
+		check(math.Float64frombits(rng.Uint64()))         // any double
+		check(float64(rng.IntN(100000000)) / 1000)        // latencies in ms
+		check(math.Round(rng.Float64()*1e10) / 1e6)       // costs
+		check(float64(rng.Int64N(1<<62)) * rng.Float64()) // large
+	}
+}
+
+func TestDecimalSum(t *testing.T) {
+	tests := []struct {
+		name string
+		lits []string
+		want float64
+	}{
+		{"tenths", []string{"0.1", "0.2"}, 0.3},
+		{"design example", []string{"0.1", "0.2", "0.3", "0.7", "1.1", "2.2"}, 4.6},
+		{"integers", []string{"1", "1000000", "20"}, 1000021},
+		{"zeros", []string{"0", "-0"}, 0},
+		{"tiny beside large", []string{"1e-300", "1000000"}, 1000000},
+		{"17 digits", []string{"0.30000000000000004", "0.1"}, 0.40000000000000004},
+		{"max costs", repeat("1000000", 500), 500000000},
+		{"many decimals", repeat("999999.999999", 500), 499999999.9995},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var ns []number
+			for _, l := range tt.lits {
+				ns = append(ns, readNum(t, l))
+			}
+			if got := decimalSum(ns); got != tt.want {
+				t.Errorf("decimalSum = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestDecimalSumExact compares the sum with exact rational arithmetic on
+// the shortest decimals, over random costs of every scale.
+func TestDecimalSumExact(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 2000 {
+		ns := make([]number, 1+rng.IntN(50))
+		exact := new(big.Rat)
+		for i := range ns {
+			f := rng.Float64() * math.Pow10(rng.IntN(30)-23)
+			ns[i] = fromFloat(f)
+			r, ok := new(big.Rat).SetString(strconv.FormatFloat(f, 'g', -1, 64))
+			if !ok {
+				t.Fatal("bad rational")
+			}
+			exact.Add(exact, r)
+		}
+		want, _ := exact.Float64()
+		if got := decimalSum(ns); got != want {
+			t.Fatalf("decimalSum = %v, want %v", got, want)
+		}
+	}
+}
+
+func TestNearestRank(t *testing.T) {
+	seq := func(n int) []float64 {
+		s := make([]float64, n)
+		for i := range s {
+			s[i] = float64(i + 1)
+		}
+		return s
+	}
+	tests := []struct {
+		n, p int
+		want float64
+	}{
+		{1, 50, 1}, {1, 95, 1},
+		{2, 50, 1}, {2, 95, 2},
+		{3, 50, 2}, {3, 95, 3},
+		{20, 50, 10}, {20, 95, 19},
+		{21, 50, 11}, {21, 95, 20},
+		{100, 95, 95},
+		{499, 50, 250}, {499, 95, 475}, // ceil(474.05): rounding would give 474
+		{500, 50, 250}, {500, 95, 475},
+	}
+	for _, tt := range tests {
+		if got := nearestRank(seq(tt.n), tt.p); got != tt.want {
+			t.Errorf("nearestRank(1..%d, %d) = %v, want %v", tt.n, tt.p, got, tt.want)
+		}
+	}
+}
+
+func repeat(s string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = s
+	}
+	return out
+}

@@ -1,0 +1,92 @@
+package metrics_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/evalmeter/evalmeter/internal/metrics"
+)
+
+// TestErrors pins the code and field of refusals, and that the first
+// offending place in document order is the one named.
+func TestErrors(t *testing.T) {
+	const ok = `{"case_id":"a","status":"pass","latency_ms":1}`
+	tests := []struct {
+		name  string
+		body  string
+		code  string
+		field string
+	}{
+		{"bom", "\ufeff{}", metrics.CodeMalformedJSON, ""},
+		{"empty", "", metrics.CodeMalformedJSON, ""},
+		{"whitespace only", " \n", metrics.CodeMalformedJSON, ""},
+		{"escaped duplicate name", `{"run_id":"r","\u0072un_id":"s","cases":[` + ok + `]}`, metrics.CodeMalformedJSON, ""},
+		{"duplicate deep in unknown member", `{"run_id":"r","x":[{"y":{"a":1,"a":1}}],"cases":[` + ok + `]}`, metrics.CodeMalformedJSON, ""},
+		{"duplicate in case", `{"run_id":"r","cases":[{"case_id":"a","case_id":"b","status":"pass","latency_ms":1}]}`, metrics.CodeMalformedJSON, ""},
+		{"lone surrogate", `{"run_id":"\udc00","cases":[` + ok + `]}`, metrics.CodeMalformedJSON, ""},
+		{"invalid utf-8", "{\"run_id\":\"\xc3\x28\",\"cases\":[" + ok + "]}", metrics.CodeMalformedJSON, ""},
+		{"raw control character", "{\"run_id\":\"a\nb\",\"cases\":[" + ok + "]}", metrics.CodeMalformedJSON, ""},
+		{"too deep", `{"x":` + strings.Repeat("[", 10000) + strings.Repeat("]", 10000) + `}`, metrics.CodeMalformedJSON, ""},
+		{"syntax error after schema error", `{"run_id":1,"cases":[` + ok + `],}`, metrics.CodeMalformedJSON, ""},
+		{"not an object", `[]`, metrics.CodeInvalidField, ""},
+		{"first in document order", `{"cases":[{"case_id":"a","status":"nope","latency_ms":-1}],"run_id":"-"}`, metrics.CodeInvalidField, "cases[0].status"},
+		{"missing found at end of its object", `{"cases":[{"case_id":"a","latency_ms":1}],"run_id":"-"}`, metrics.CodeMissingField, "cases[0].status"},
+		{"missing trace member", `{"run_id":"r","cases":[{"case_id":"a","status":"pass","latency_ms":1,"trace":{"observed_steps":1}}]}`, metrics.CodeMissingField, "cases[0].trace.expected_steps"},
+		{"unknown names itself", `{"run_id":"r","cases":[` + ok + `,{"case_id":"b","status":"pass","latency_ms":1,"prompt":"hi"}]}`, metrics.CodeUnknownField, "cases[1].prompt"},
+		{"unknown tool check member", `{"run_id":"r","cases":[{"case_id":"a","status":"pass","latency_ms":1,"tool_checks":[{"name":"t","passed":true},{"name":"u","passed":true,"api_key":"x"}]}]}`, metrics.CodeUnknownField, "cases[0].tool_checks[1].api_key"},
+		{"cost without currency", `{"run_id":"r","cases":[{"case_id":"a","status":"pass","latency_ms":1,"cost":0}]}`, metrics.CodeMissingField, "cost_currency"},
+		{"duplicate case_id names the later", `{"run_id":"r","cases":[` + ok + `,{"case_id":"b","status":"pass","latency_ms":1},` + ok + `]}`, metrics.CodeInvalidField, "cases[2].case_id"},
+		{"boundary code not a string", `{"run_id":"r","cases":[{"case_id":"a","status":"pass","latency_ms":1,"boundary_violations":["scope_escape",7]}]}`, metrics.CodeInvalidField, "cases[0].boundary_violations[1]"},
+		{"trace not an object", `{"run_id":"r","cases":[{"case_id":"a","status":"pass","latency_ms":1,"trace":[]}]}`, metrics.CodeInvalidField, "cases[0].trace"},
+		{"501 cases", `{"run_id":"r","cases":[` + distinctCases(501) + `]}`, metrics.CodeInvalidField, "cases"},
+		{"501st case invalid too", `{"run_id":"r","cases":[` + distinctCases(500) + `,{}]}`, metrics.CodeInvalidField, "cases"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := metrics.Compute([]byte(tt.body))
+			var merr *metrics.Error
+			if !errors.As(err, &merr) {
+				t.Fatalf("err = %v, want a *metrics.Error", err)
+			}
+			if merr.Code != tt.code || merr.Field != tt.field {
+				t.Errorf("got code %q field %q (%s), want code %q field %q", merr.Code, merr.Field, merr.Message, tt.code, tt.field)
+			}
+			if merr.Field != "" && !strings.HasPrefix(merr.Message, merr.Field+" ") {
+				t.Errorf("message %q does not start with the field", merr.Message)
+			}
+		})
+	}
+}
+
+// TestResultIsDeterministic: the same request in another key order and
+// spacing has the same digest and metrics.
+func TestResultIsDeterministic(t *testing.T) {
+	a := `{"run_id":"r","cost_currency":"EUR","cases":[{"case_id":"a","status":"pass","latency_ms":1.5,"cost":0.1,"boundary_violations":["scope_escape","scope_escape"]}]}`
+	b := "{ \"cases\" : [ { \"boundary_violations\" : [\"scope_escape\",\"scope_escape\"], \"cost\": 1e-1, \"latency_ms\": 15E-1, \"status\": \"pass\", \"case_id\": \"\\u0061\" } ],\n\"cost_currency\":\"EUR\", \"run_id\":\"r\" }"
+	ma, err := metrics.Compute([]byte(a))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mb, err := metrics.Compute([]byte(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(ma, mb); diff != "" {
+		t.Errorf("results differ (-compact +spaced):\n%s", diff)
+	}
+	if ma.BoundaryViolations.Total != 1 || ma.BoundaryViolations.ByCode.ScopeEscape != 1 {
+		t.Errorf("duplicate codes within a case not counted once: %+v", ma.BoundaryViolations)
+	}
+}
+
+func distinctCases(n int) string {
+	cases := make([]string, n)
+	for i := range cases {
+		cases[i] = fmt.Sprintf(`{"case_id":"c%d","status":"pass","latency_ms":%d}`, i, i)
+	}
+	return strings.Join(cases, ",")
+}
