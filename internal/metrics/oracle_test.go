@@ -191,8 +191,8 @@ func edgeCases() []string {
 	}
 }
 
-// corpus is every body the cross-check runs: the vectors, the edge cases
-// and the committed fuzz corpus.
+// corpus is every body the cross-check runs: the vectors, the edge cases,
+// the published examples and the committed fuzz corpus.
 func corpus(t testing.TB) map[string][]byte {
 	t.Helper()
 	bodies := map[string][]byte{}
@@ -201,6 +201,17 @@ func corpus(t testing.TB) map[string][]byte {
 	}
 	for i, s := range edgeCases() {
 		bodies["edge/"+strconv.Itoa(i)] = []byte(s)
+	}
+	examples, err := filepath.Glob("../../api/examples/*.json")
+	if err != nil || len(examples) == 0 {
+		t.Fatalf("no examples under api/examples: %v", err)
+	}
+	for _, f := range examples {
+		body, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bodies["example/"+filepath.Base(f)] = body
 	}
 	files, err := filepath.Glob("testdata/fuzz/FuzzCompute/*")
 	if err != nil {

@@ -1,0 +1,61 @@
+# evalmeter. `make help` lists the targets.
+
+GO ?= go
+# How long `make test` fuzzes the metrics engine; `make fuzz FUZZTIME=10m` for longer.
+FUZZTIME ?= 20s
+# Benchmark repetitions for `make bench`; the ratios use the medians.
+BENCHCOUNT ?= 6
+
+LOCALBIN ?= $(CURDIR)/bin
+$(LOCALBIN):
+	mkdir -p $(LOCALBIN)
+
+.PHONY: all
+all: build
+
+##@ General
+
+.PHONY: help
+help: ## Display this help.
+	@awk 'BEGIN {FS = ":.*##"; printf "\nUsage:\n  make \033[36m<target>\033[0m\n"} /^[a-zA-Z_0-9-]+:.*?##/ { printf "  \033[36m%-15s\033[0m %s\n", $$1, $$2 } /^##@/ { printf "\n\033[1m%s\033[0m\n", substr($$0, 5) } ' $(MAKEFILE_LIST)
+
+##@ Development
+
+.PHONY: fmt
+fmt: ## Format the code with gofmt.
+	gofmt -w $$(git ls-files '*.go')
+
+.PHONY: verify-fmt
+verify-fmt: ## Fail when a file is not gofmt-formatted.
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "not gofmt-formatted:"; echo "$$out"; exit 1; fi
+
+.PHONY: vet
+vet: ## Run go vet.
+	$(GO) vet ./...
+
+.PHONY: test
+test: verify-fmt vet unit fuzz ## Run every test: formatting, vet, unit tests (race detector), fuzzing.
+
+.PHONY: unit
+unit: ## Run the unit tests with the race detector and coverage.
+	$(GO) test -race -count=1 -coverprofile cover.out ./...
+
+.PHONY: fuzz
+fuzz: ## Fuzz the metrics engine for FUZZTIME (default 20s) against the JSON Schema and gowebpki/jcs.
+	$(GO) test -run '^$$' -fuzz '^FuzzCompute$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10s ./internal/metrics
+
+.PHONY: bench
+bench: $(LOCALBIN) ## Benchmark the engine beside json.Valid and json.Unmarshal on a 130 KB request; print the ratios.
+	$(GO) test -run '^$$' -bench '^BenchmarkCompute$$' -benchmem -count $(BENCHCOUNT) ./internal/metrics | tee $(LOCALBIN)/bench-engine.txt
+	$(GO) run ./hack/benchratio -target Compute/engine -max-allocs 2000 \
+		-baseline 'Compute/json.Valid<=1.5' -baseline 'Compute/json.Unmarshal-map<=0.5' $(LOCALBIN)/bench-engine.txt
+
+##@ Build
+
+.PHONY: build
+build: $(LOCALBIN) ## Build bin/evalmeter.
+	$(GO) build -o $(LOCALBIN)/evalmeter ./cmd/evalmeter
+
+.PHONY: run
+run: build ## Run the service. For now: compute the metrics of the example request.
+	$(LOCALBIN)/evalmeter compute api/examples/metrics-request.json

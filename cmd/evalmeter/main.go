@@ -1,0 +1,39 @@
+// Command evalmeter is the single binary of the evalmeter service. Each
+// subcommand is one role: see usage.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+)
+
+const usage = `evalmeter: deterministic metrics for customer-run AI-agent evaluations.
+
+Usage:
+  evalmeter compute [FILE]   compute the metrics of a request (FILE, or standard input)
+
+Exit status: 0 on success, 1 when the request is refused (the error envelope
+is printed), 2 when the command could not run.
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// run dispatches to a subcommand and returns the exit status.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "compute":
+		return compute(args[1:], stdin, stdout, stderr)
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "evalmeter: unknown command %q\n\n%s", args[0], usage)
+	return 2
+}
