@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/evalmeter/evalmeter/api"
 )
 
 const usage = `evalmeter: deterministic metrics for customer-run AI-agent evaluations.
 
 Usage:
   evalmeter compute [FILE]   compute the metrics of a request (FILE, or standard input)
+  evalmeter schema           print the JSON Schema of the metrics request
 
 Exit status: 0 on success, 1 when the request is refused (the error envelope
 is printed), 2 when the command could not run.
@@ -30,6 +33,13 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "compute":
 		return compute(args[1:], stdin, stdout, stderr)
+	case "schema":
+		if len(args) > 1 {
+			fmt.Fprintln(stderr, "Usage: evalmeter schema")
+			return 2
+		}
+		stdout.Write(api.MetricsRequestSchema)
+		return 0
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

@@ -1,7 +1,6 @@
 package metrics
 
 import (
-	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -44,8 +43,6 @@ type place struct {
 	item  int    // index within group, or -1
 	name  string // member name, or ""
 }
-
-var _ fmt.Stringer = place{}
 
 func (pl place) String() string {
 	var b strings.Builder

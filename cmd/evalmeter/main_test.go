@@ -99,3 +99,16 @@ func mustRead(t *testing.T, path string) string {
 	}
 	return string(b)
 }
+
+func TestSchemaCommand(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if status := run([]string{"schema"}, nil, &stdout, &stderr); status != 0 {
+		t.Fatalf("exit status %d: %s", status, stderr.String())
+	}
+	if want := mustRead(t, "../../api/metrics-request.schema.json"); stdout.String() != want {
+		t.Error("evalmeter schema does not print api/metrics-request.schema.json")
+	}
+	if status := run([]string{"schema", "extra"}, nil, &stdout, &stderr); status != 2 {
+		t.Errorf("extra argument: exit status %d, want 2", status)
+	}
+}
