@@ -13,6 +13,12 @@ import (
 const usage = `evalmeter: deterministic metrics for customer-run AI-agent evaluations.
 
 Usage:
+  evalmeter api [flags]      serve the API (see evalmeter api -h)
+  evalmeter migrate          apply the database migrations
+  evalmeter clients grant --client-id ID --hours N [--valid-until RFC3339] [--rotate-key]
+                             create or update a client in PostgreSQL; prints a new API key once
+  evalmeter clients show --client-id ID
+                             print a client's usage figures
   evalmeter compute [FILE]   compute the metrics of a request (FILE, or standard input)
   evalmeter schema           print the JSON Schema of the metrics request
 
@@ -31,6 +37,12 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	switch args[0] {
+	case "api":
+		return serveAPI(args[1:], stderr)
+	case "migrate":
+		return migrate(args[1:], stderr)
+	case "clients":
+		return clients(args[1:], stdout, stderr)
 	case "compute":
 		return compute(args[1:], stdin, stdout, stderr)
 	case "schema":

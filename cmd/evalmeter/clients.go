@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/evalmeter/evalmeter/internal/credential"
+	"github.com/evalmeter/evalmeter/internal/ledger"
+)
+
+const clientsUsage = `clients grant --client-id ID --hours N [--valid-until RFC3339] [--rotate-key]
+       evalmeter clients show --client-id ID`
+
+// clients provisions clients straight into PostgreSQL, for development and
+// installs without Kubernetes. The operator uses the same ledger calls.
+func clients(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || (args[0] != "grant" && args[0] != "show") {
+		fmt.Fprintf(stderr, "Usage: evalmeter %s\n", clientsUsage)
+		return 2
+	}
+	fs := newFlagSet("clients "+args[0], clientsUsage, stderr)
+	dbURL := fs.String("database-url", envOr("DATABASE_URL", ""), "PostgreSQL URL (env DATABASE_URL)")
+	clientID := fs.String("client-id", "", "the client's id, as in its ClientAgreement")
+	hours := fs.Int("hours", -1, "grant: evaluation-hour credits allocated under the written order(s), in all")
+	validUntil := fs.String("valid-until", "", "grant: end of the agreement (RFC 3339); empty for none")
+	rotate := fs.Bool("rotate-key", false, "grant: issue a new API key for an existing client and revoke its others")
+	if err := fs.Parse(args[1:]); err != nil || fs.NArg() > 0 {
+		return 2
+	}
+	if *dbURL == "" || *clientID == "" {
+		return failf(stderr, "clients: set --client-id, and DATABASE_URL or --database-url")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	store, err := ledger.Open(ctx, *dbURL, 10*time.Second)
+	if err != nil {
+		return failf(stderr, "clients: %v", err)
+	}
+	defer store.Close()
+
+	if args[0] == "show" {
+		return showClient(ctx, store, *clientID, stdout, stderr)
+	}
+	if *hours < 0 {
+		return failf(stderr, "clients grant: set --hours to the credits allocated in all (0 or more)")
+	}
+	g := ledger.Grant{ClientID: *clientID, AllocatedHours: *hours, Source: "cli"}
+	if *validUntil != "" {
+		t, err := time.Parse(time.RFC3339, *validUntil)
+		if err != nil {
+			return failf(stderr, "clients grant: --valid-until %q is not RFC 3339, e.g. 2027-06-30T23:59:59Z", *validUntil)
+		}
+		g.ValidUntil = &t
+	}
+	if err := g.Validate(); err != nil {
+		return failf(stderr, "clients grant: %v", err)
+	}
+	now := time.Now()
+	created, err := store.UpsertClient(ctx, g, now)
+	if err != nil {
+		return failf(stderr, "clients grant: %v", err)
+	}
+	if !created && !*rotate {
+		fmt.Fprintf(stderr, "client %s: %d hours allocated; its API key is unchanged (--rotate-key issues a new one)\n", g.ClientID, g.AllocatedHours)
+		return 0
+	}
+	key, err := credential.NewAPIKey(rand.Reader)
+	if err != nil {
+		return failf(stderr, "clients grant: %v", err)
+	}
+	hash, _ := credential.HashAPIKey(key)
+	if err := store.SetKey(ctx, g.ClientID, hash, now); err != nil {
+		return failf(stderr, "clients grant: %v", err)
+	}
+	fmt.Fprintf(stderr, "client %s: %d hours allocated; API key %s below, shown only this once\n", g.ClientID, g.AllocatedHours, hash.Fingerprint())
+	fmt.Fprintln(stdout, key)
+	return 0
+}
+
+func showClient(ctx context.Context, store *ledger.Store, clientID string, stdout, stderr io.Writer) int {
+	c, err := store.Client(ctx, clientID)
+	if errors.Is(err, ledger.ErrNotFound) {
+		return failf(stderr, "clients show: no client %q", clientID)
+	}
+	if err != nil {
+		return failf(stderr, "clients show: %v", err)
+	}
+	u, err := store.Usage(ctx, clientID, time.Now())
+	if err != nil {
+		return failf(stderr, "clients show: %v", err)
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	enc.Encode(struct {
+		ClientID       string     `json:"client_id"`
+		AllocatedHours int        `json:"allocated_hours"`
+		ConsumedHours  int        `json:"consumed_hours"`
+		RemainingHours int        `json:"remaining_hours"`
+		ActiveSessions int        `json:"active_sessions"`
+		ValidUntil     *time.Time `json:"valid_until"`
+	}{u.ClientID, u.AllocatedHours, u.ConsumedHours, u.RemainingHours, u.ActiveSessions, c.ValidUntil})
+	return 0
+}

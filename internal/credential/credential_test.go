@@ -1,0 +1,109 @@
+package credential
+
+import (
+	"bytes"
+	"crypto/rand"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+func TestAPIKey(t *testing.T) {
+	key, err := NewAPIKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`^evk_[A-Za-z0-9_-]{43}$`).MatchString(key) {
+		t.Fatalf("key %q is not evk_ and 43 base64url characters", key)
+	}
+	h1, err := HashAPIKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, _ := NewAPIKey(rand.Reader)
+	h2, _ := HashAPIKey(other)
+	if h1 == h2 {
+		t.Error("two keys hash alike")
+	}
+	if !strings.HasPrefix(h1.Fingerprint(), "sha256:") || strings.Contains(h1.Fingerprint(), key[4:12]) {
+		t.Errorf("fingerprint %q", h1.Fingerprint())
+	}
+	for _, bad := range []string{"", "evk_", key[:len(key)-1], key + "A", "evs_" + key[4:], "evk_" + strings.Repeat("*", 43), strings.ToUpper(key[:4]) + key[4:]} {
+		if _, err := HashAPIKey(bad); err != ErrMalformed {
+			t.Errorf("HashAPIKey(%q) = %v, want ErrMalformed", bad, err)
+		}
+	}
+}
+
+func TestSessionToken(t *testing.T) {
+	k1 := bytes.Repeat([]byte{1}, 32)
+	k2 := bytes.Repeat([]byte{2}, 32)
+	old, err := NewTokenSigner(k1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rotated, err := NewTokenSigner(k2, k1)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	id, err := NewSessionID(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`^sess_[a-f0-9]{24}$`).MatchString(id) {
+		t.Fatalf("session id %q", id)
+	}
+	token, err := old.Token(id, old.CurrentKeyID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := old.Token(id, old.CurrentKeyID()); again != token {
+		t.Error("the token of a session is not stable")
+	}
+	if got, err := SessionID(token); err != nil || got != id {
+		t.Errorf("SessionID = %q, %v; want %q", got, err, id)
+	}
+
+	tests := []struct {
+		name   string
+		signer *TokenSigner
+		token  string
+		keyID  string
+		want   bool
+	}{
+		{"same key", old, token, KeyID(k1), true},
+		{"previous key after rotation", rotated, token, KeyID(k1), true},
+		{"key id of another key", rotated, token, KeyID(k2), false},
+		{"unknown key id", old, token, "00000000", false},
+		{"flipped mac byte", old, flipLast(token), KeyID(k1), false},
+		{"truncated", old, token[:len(token)-2], KeyID(k1), false},
+		{"api key prefix", old, "evk_" + token[4:], KeyID(k1), false},
+	}
+	for _, tt := range tests {
+		if got := tt.signer.Verify(tt.token, tt.keyID); got != tt.want {
+			t.Errorf("%s: Verify = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+	if rotated.CurrentKeyID() != KeyID(k2) {
+		t.Error("rotated signer does not sign with its first key")
+	}
+	if _, err := NewTokenSigner([]byte("short")); err == nil {
+		t.Error("a 5-byte secret was accepted")
+	}
+	for _, bad := range []string{"", "evs_", "evs_!!!", token + "A"} {
+		if _, err := SessionID(bad); err != ErrMalformed {
+			t.Errorf("SessionID(%q) = %v, want ErrMalformed", bad, err)
+		}
+	}
+}
+
+func flipLast(token string) string {
+	b := []byte(token)
+	if b[len(b)-2] == 'A' {
+		b[len(b)-2] = 'B'
+	} else {
+		b[len(b)-2] = 'A'
+	}
+	return string(b)
+}

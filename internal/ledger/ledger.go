@@ -1,0 +1,130 @@
+// Package ledger keeps evalmeter's strongly consistent state in PostgreSQL:
+// clients and their credit allocations, API key hashes, sessions, the
+// append-only credit events and the idempotency records of metrics
+// requests (DESIGN.md §5).
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// DefaultTimeout bounds every statement, connection wait included.
+const DefaultTimeout = 2 * time.Second
+
+var (
+	// ErrNotFound is a client, key or session that does not exist (or, for
+	// a key, is revoked).
+	ErrNotFound = errors.New("not found")
+	// ErrNoCredit is a session refused because no credit remains.
+	ErrNoCredit = errors.New("no evaluation-hour credit remains")
+)
+
+// Store is the ledger. Its methods are safe for concurrent use by any
+// number of API replicas sharing one database.
+type Store struct {
+	pool    *pgxpool.Pool
+	timeout time.Duration
+}
+
+// Open connects to the database at url. It does not migrate.
+func Open(ctx context.Context, url string, timeout time.Duration) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	cfg.ConnConfig.ConnectTimeout = timeout
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to PostgreSQL: %w", err)
+	}
+	return &Store{pool: pool, timeout: timeout}, nil
+}
+
+// Close waits for connections in use and closes the pool.
+func (s *Store) Close() { s.pool.Close() }
+
+// Ping checks that PostgreSQL answers within the statement timeout.
+func (s *Store) Ping(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	return s.pool.Ping(ctx)
+}
+
+// Migrate brings the schema at url up to date. A PostgreSQL advisory lock
+// lets any number of processes call it at once.
+func Migrate(ctx context.Context, url string) error {
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		return fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	db := stdlib.OpenDB(*cfg)
+	defer db.Close()
+	return migrate(ctx, db)
+}
+
+func migrate(ctx context.Context, db *sql.DB) error {
+	locker, err := lock.NewPostgresSessionLocker()
+	if err != nil {
+		return err
+	}
+	files, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		return err
+	}
+	provider, err := goose.NewProvider(goose.DialectPostgres, db, files, goose.WithSessionLocker(locker))
+	if err != nil {
+		return fmt.Errorf("loading migrations: %w", err)
+	}
+	if _, err := provider.Up(ctx); err != nil {
+		return fmt.Errorf("migrating: %w", err)
+	}
+	return nil
+}
+
+// Unavailable reports whether err means PostgreSQL could not serve the
+// statement now, so that the caller answers 503: no answer came back
+// (unreachable, connection lost, timed out), or the server refused for a
+// passing reason (shutting down, overloaded, a transaction conflict). An
+// error the server answered for another reason is a bug.
+func Unavailable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return true
+	}
+	switch pgErr.Code[:2] {
+	case "08", // connection exception
+		"40", // serialization failure, deadlock
+		"53", // insufficient resources
+		"57", // operator intervention: shutdown, statement timeout
+		"58": // system error
+		return true
+	}
+	return false
+}
+
+// bound gives ctx the statement timeout.
+func (s *Store) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, s.timeout)
+}

@@ -1,0 +1,82 @@
+package server
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/evalmeter/evalmeter/internal/credential"
+	"github.com/evalmeter/evalmeter/internal/ledger"
+)
+
+// maxCredentialBytes bounds the Authorization header's credential.
+const maxCredentialBytes = 256
+
+// bearer returns the credential of the one Authorization: Bearer header.
+func bearer(r *http.Request) (string, error) {
+	values := r.Header.Values("Authorization")
+	if len(values) == 0 {
+		return "", unauthorized("send your credential as Authorization: Bearer <credential>", false)
+	}
+	scheme, cred, ok := strings.Cut(values[0], " ")
+	if len(values) > 1 || !ok || !strings.EqualFold(scheme, "Bearer") || cred == "" ||
+		len(cred) > maxCredentialBytes || strings.ContainsAny(cred, " \t") {
+		return "", unauthorized("the Authorization header must be exactly: Bearer <credential>", true)
+	}
+	return cred, nil
+}
+
+// clientByKey authenticates r by API key and checks the agreement.
+func (s *Server) clientByKey(r *http.Request) (ledger.Client, error) {
+	key, err := bearer(r)
+	if err != nil {
+		return ledger.Client{}, err
+	}
+	hash, err := credential.HashAPIKey(key)
+	if err != nil {
+		return ledger.Client{}, unauthorized("the credential is not a valid API key", true)
+	}
+	// The hash is looked up, not compared: timing reveals nothing of the key.
+	client, err := s.ledger.ClientByKey(r.Context(), hash)
+	if errors.Is(err, ledger.ErrNotFound) {
+		return ledger.Client{}, unauthorized("the API key is not valid or has been revoked", true)
+	}
+	if err != nil {
+		return ledger.Client{}, err
+	}
+	requestInfoFrom(r).clientID = client.ID
+	if client.Expired(s.now()) {
+		return ledger.Client{}, newError(http.StatusForbidden, codeAgreementExpired,
+			"the access agreement of client "+client.ID+" ended at "+client.ValidUntil.UTC().Format("2006-01-02T15:04:05Z07:00")+"; contact your operator")
+	}
+	return client, nil
+}
+
+// session authenticates r by session token, valid for the session's window.
+func (s *Server) session(r *http.Request) (ledger.Session, error) {
+	token, err := bearer(r)
+	if err != nil {
+		return ledger.Session{}, err
+	}
+	invalid := unauthorized("the session token is not valid; open a session with your API key", true)
+	id, err := credential.SessionID(token)
+	if err != nil {
+		return ledger.Session{}, invalid
+	}
+	sess, err := s.ledger.Session(r.Context(), id)
+	if errors.Is(err, ledger.ErrNotFound) {
+		return ledger.Session{}, invalid
+	}
+	if err != nil {
+		return ledger.Session{}, err
+	}
+	if !s.tokens.Verify(token, sess.TokenKeyID) {
+		return ledger.Session{}, invalid
+	}
+	info := requestInfoFrom(r)
+	info.clientID, info.sessionID = sess.ClientID, sess.ID
+	if !s.now().Before(sess.ExpiresAt) {
+		return ledger.Session{}, unauthorized("the session's 60-minute window has ended; open a new session", true)
+	}
+	return sess, nil
+}

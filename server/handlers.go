@@ -1,0 +1,301 @@
+package server
+
+import (
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/evalmeter/evalmeter/internal/credential"
+	"github.com/evalmeter/evalmeter/internal/ledger"
+	"github.com/evalmeter/evalmeter/internal/metrics"
+)
+
+// Each handler checks in the order of DESIGN.md §3: credential (401),
+// agreement (403), query (400), Idempotency-Key (400), Content-Type (415),
+// size (413), JSON (400), schema (422), then credits (402) or the
+// idempotency conflict (409).
+
+func (s *Server) getSchema(w http.ResponseWriter, r *http.Request) error {
+	if _, err := s.clientByKey(r); err != nil {
+		return err
+	}
+	if err := noQueryNoBody(r); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, s.schema)
+	return nil
+}
+
+func (s *Server) getUsage(w http.ResponseWriter, r *http.Request) error {
+	client, err := s.clientByKey(r)
+	if err != nil {
+		return err
+	}
+	if err := noQueryNoBody(r); err != nil {
+		return err
+	}
+	u, err := s.ledger.Usage(r.Context(), client.ID, s.now())
+	if err != nil {
+		return err
+	}
+	return respond(w, http.StatusOK, map[string]any{"usage": usageBody{
+		ClientID:       u.ClientID,
+		AllocatedHours: u.AllocatedHours,
+		ConsumedHours:  u.ConsumedHours,
+		RemainingHours: u.RemainingHours,
+		ActiveSessions: u.ActiveSessions,
+		Metering: "One evaluation-hour credit per session. Each session opens one consecutive 60-minute " +
+			"access window from its creation; idle time counts and the window cannot be paused.",
+	}})
+}
+
+type usageBody struct {
+	ClientID       string `json:"client_id"`
+	AllocatedHours int    `json:"allocated_hours"`
+	ConsumedHours  int    `json:"consumed_hours"`
+	RemainingHours int    `json:"remaining_hours"`
+	ActiveSessions int    `json:"active_sessions"`
+	Metering       string `json:"metering"`
+}
+
+type sessionBody struct {
+	ID                  string    `json:"id"`
+	Token               string    `json:"token"`
+	IssuedAt            time.Time `json:"issued_at"`
+	ExpiresAt           time.Time `json:"expires_at"`
+	AccessWindowMinutes int       `json:"access_window_minutes"`
+	HoursConsumed       int       `json:"hours_consumed"`
+}
+
+func (s *Server) openSession(w http.ResponseWriter, r *http.Request) error {
+	client, err := s.clientByKey(r)
+	if err != nil {
+		return err
+	}
+	if err := noQuery(r); err != nil {
+		return err
+	}
+	key, err := idempotencyKey(r)
+	if err != nil {
+		return err
+	}
+	if err := noBody(r); err != nil {
+		return err
+	}
+
+	id, err := credential.NewSessionID(s.random)
+	if err != nil {
+		return err
+	}
+	// PostgreSQL keeps microseconds: a replay must show the same times.
+	now := s.now().UTC().Truncate(time.Microsecond)
+	sess, replay, err := s.ledger.OpenSession(r.Context(), key, ledger.Session{
+		ID:         id,
+		ClientID:   client.ID,
+		IssuedAt:   now,
+		ExpiresAt:  now.Add(AccessWindow),
+		TokenKeyID: s.tokens.CurrentKeyID(),
+	}, "api")
+	if errors.Is(err, ledger.ErrNoCredit) {
+		return newError(http.StatusPaymentRequired, codeCreditsExhausted,
+			fmt.Sprintf("client %s has no evaluation-hour credit left (%d of %d used); ask your operator for more", client.ID, client.ConsumedHours, client.AllocatedHours))
+	}
+	if err != nil {
+		return err
+	}
+	token, err := s.tokens.Token(sess.ID, sess.TokenKeyID)
+	if err != nil {
+		s.log.Error("session token key missing", "session_id", sess.ID, "error", err)
+		return unavailable("this session's token key is not configured on this server")
+	}
+	if replay {
+		s.telemetry.replays.WithLabelValues("sessions").Inc()
+	} else {
+		s.telemetry.sessionsOpened.Inc()
+	}
+	requestInfoFrom(r).sessionID = sess.ID
+	return respond(w, http.StatusCreated, struct {
+		Session          sessionBody `json:"session"`
+		IdempotentReplay bool        `json:"idempotent_replay"`
+	}{sessionBody{
+		ID:                  sess.ID,
+		Token:               token,
+		IssuedAt:            sess.IssuedAt.UTC(),
+		ExpiresAt:           sess.ExpiresAt.UTC(),
+		AccessWindowMinutes: int(AccessWindow / time.Minute),
+		HoursConsumed:       1,
+	}, replay})
+}
+
+func (s *Server) postMetrics(w http.ResponseWriter, r *http.Request) error {
+	sess, err := s.session(r)
+	if err != nil {
+		return err
+	}
+	if err := noQuery(r); err != nil {
+		return err
+	}
+	key, err := idempotencyKey(r)
+	if err != nil {
+		return err
+	}
+	if err := jsonContent(r); err != nil {
+		return err
+	}
+	body, err := readBody(w, r)
+	if err != nil {
+		return err
+	}
+	req, err := metrics.Parse(body)
+	var merr *metrics.Error
+	if errors.As(err, &merr) {
+		return engineError(merr)
+	}
+	if err != nil {
+		return err
+	}
+	m := req.Metrics()
+	result, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	var digest [32]byte
+	hex.Decode(digest[:], []byte(m.Integrity.CanonicalSHA256))
+
+	held, stored, err := s.ledger.SaveMetrics(r.Context(), sess.ClientID, key,
+		ledger.MetricsRecord{RequestSHA256: digest, Metrics: result}, s.now())
+	if err != nil {
+		return err
+	}
+	if !stored && held.RequestSHA256 != digest {
+		return newError(http.StatusConflict, codeIdempotencyKeyReused,
+			"this Idempotency-Key was used with a different request; use a new key for a new request")
+	}
+	if !stored {
+		s.telemetry.replays.WithLabelValues("metrics").Inc()
+	}
+	// The stored result is replayed byte for byte.
+	var out bytes.Buffer
+	out.Grow(len(held.Metrics) + 48)
+	out.WriteString(`{"metrics":`)
+	out.Write(held.Metrics)
+	fmt.Fprintf(&out, `,"idempotent_replay":%t}`, !stored)
+	writeJSON(w, http.StatusOK, out.Bytes())
+	return nil
+}
+
+func respond(w http.ResponseWriter, status int, v any) error {
+	body, err := marshal(v)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, status, body)
+	return nil
+}
+
+// Request checks shared by the handlers.
+
+func noQuery(r *http.Request) error {
+	if r.URL.RawQuery != "" || r.URL.ForceQuery {
+		return newError(http.StatusBadRequest, codeUnexpectedQuery, "this operation takes no query string")
+	}
+	return nil
+}
+
+// noBody refuses a body, reading at most one byte of it.
+func noBody(r *http.Request) error {
+	if r.ContentLength == 0 {
+		return nil
+	}
+	n, _ := io.ReadFull(r.Body, make([]byte, 1))
+	if r.ContentLength > 0 || n > 0 {
+		return newError(http.StatusBadRequest, codeUnexpectedBody, "this operation takes no request body")
+	}
+	return nil
+}
+
+func noQueryNoBody(r *http.Request) error {
+	if err := noQuery(r); err != nil {
+		return err
+	}
+	return noBody(r)
+}
+
+// idempotencyKey returns the one Idempotency-Key of r, unquoting the
+// RFC 8941 string form of the IETF draft.
+func idempotencyKey(r *http.Request) (string, error) {
+	values := r.Header.Values("Idempotency-Key")
+	switch len(values) {
+	case 0:
+		return "", newError(http.StatusBadRequest, codeMissingIdempotencyKey,
+			"the Idempotency-Key header is required: 16 to 128 characters of A-Z, a-z, 0-9, '.', '_', ':' or '-', unique per operation")
+	case 1:
+	default:
+		return "", newError(http.StatusBadRequest, codeInvalidIdempotencyKey, "send exactly one Idempotency-Key header")
+	}
+	key := values[0]
+	if len(key) >= 2 && key[0] == '"' && key[len(key)-1] == '"' {
+		key = key[1 : len(key)-1]
+	}
+	if !validIdempotencyKey(key) {
+		return "", newError(http.StatusBadRequest, codeInvalidIdempotencyKey,
+			"Idempotency-Key must be 16 to 128 characters of A-Z, a-z, 0-9, '.', '_', ':' or '-'")
+	}
+	return key, nil
+}
+
+func validIdempotencyKey(k string) bool {
+	if len(k) < 16 || len(k) > 128 {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == ':' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// jsonContent requires application/json, with at most a UTF-8 charset.
+func jsonContent(r *http.Request) error {
+	mediaType, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	charset, hasCharset := params["charset"]
+	if err != nil || mediaType != "application/json" || hasCharset && !strings.EqualFold(charset, "utf-8") {
+		return newError(http.StatusUnsupportedMediaType, codeUnsupportedMediaType,
+			"send the request as Content-Type: application/json (UTF-8)")
+	}
+	return nil
+}
+
+// readBody reads the body, never more than the limit plus one byte.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	tooLarge := func() error {
+		w.Header().Set("Connection", "close") // the rest of the body is not read
+		return newError(http.StatusRequestEntityTooLarge, codePayloadTooLarge,
+			fmt.Sprintf("the request body exceeds %d bytes; send at most %d cases per request", metrics.MaxBodyBytes, metrics.MaxCases))
+	}
+	if r.ContentLength > metrics.MaxBodyBytes {
+		return nil, tooLarge()
+	}
+	size := metrics.MaxBodyBytes + 1
+	if r.ContentLength >= 0 {
+		size = int(r.ContentLength) + 1
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, size))
+	_, err := buf.ReadFrom(io.LimitReader(r.Body, metrics.MaxBodyBytes+1))
+	if err != nil {
+		return nil, newError(http.StatusBadRequest, metrics.CodeMalformedJSON, "could not read the request body: "+err.Error())
+	}
+	if buf.Len() > metrics.MaxBodyBytes {
+		return nil, tooLarge()
+	}
+	return buf.Bytes(), nil
+}

@@ -1,0 +1,193 @@
+// Package server is evalmeter's HTTP API (spec §4): routing, middleware
+// and four thin handlers over the metrics engine and the ledger.
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/gorilla/mux"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/evalmeter/evalmeter/api"
+	"github.com/evalmeter/evalmeter/internal/credential"
+	"github.com/evalmeter/evalmeter/internal/ledger"
+	"github.com/evalmeter/evalmeter/internal/metrics"
+)
+
+// AccessWindow is a session's length (spec §3).
+const AccessWindow = 60 * time.Minute
+
+// MetricsRetention is how long a metrics result stays replayable.
+const MetricsRetention = 24 * time.Hour
+
+// Config is what the API needs. Now and Random are injected so tests can
+// control time and identifiers.
+type Config struct {
+	Ledger   *ledger.Store
+	Tokens   *credential.TokenSigner
+	Now      func() time.Time
+	Random   io.Reader
+	Logger   *slog.Logger
+	Registry prometheus.Registerer
+}
+
+// Server serves the API. Create it with New.
+type Server struct {
+	ledger    *ledger.Store
+	tokens    *credential.TokenSigner
+	now       func() time.Time
+	random    io.Reader
+	log       *slog.Logger
+	telemetry *telemetry
+	schema    []byte // the schema document, built once
+	handler   http.Handler
+}
+
+// New builds the server; it fails only on a bad Config.
+func New(cfg Config) (*Server, error) {
+	if cfg.Ledger == nil || cfg.Tokens == nil || cfg.Now == nil || cfg.Random == nil || cfg.Logger == nil {
+		return nil, errors.New("server: Config needs Ledger, Tokens, Now, Random and Logger")
+	}
+	if cfg.Registry == nil {
+		cfg.Registry = prometheus.NewRegistry()
+	}
+	t, err := newTelemetry(cfg.Registry)
+	if err != nil {
+		return nil, err
+	}
+	schema, err := schemaDocument()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		ledger:    cfg.Ledger,
+		tokens:    cfg.Tokens,
+		now:       cfg.Now,
+		random:    cfg.Random,
+		log:       cfg.Logger,
+		telemetry: t,
+		schema:    schema,
+	}
+	s.handler = s.routes()
+	return s, nil
+}
+
+// Handler is the API's HTTP handler.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Operation paths (spec §4).
+const (
+	pathSchema   = "/api/svc/v1/schema"
+	pathSessions = "/api/svc/v1/sessions"
+	pathMetrics  = "/api/svc/v1/metrics"
+	pathUsage    = "/api/svc/v1/usage"
+)
+
+func (s *Server) routes() http.Handler {
+	r := mux.NewRouter()
+	// A path that is not exactly one of ours is a 404, not a redirect.
+	r.SkipClean(true)
+	allowed := map[string]string{}
+	route := func(name, method, path string, h handlerFunc) {
+		allowed[path] = method
+		r.Handle(path, s.endpoint(name, h)).Methods(method)
+	}
+	route("schema", http.MethodGet, pathSchema, s.getSchema)
+	route("sessions", http.MethodPost, pathSessions, s.openSession)
+	route("metrics", http.MethodPost, pathMetrics, s.postMetrics)
+	route("usage", http.MethodGet, pathUsage, s.getUsage)
+
+	r.NotFoundHandler = s.endpoint("unmatched", func(w http.ResponseWriter, r *http.Request) error {
+		return newError(http.StatusNotFound, codeNotFound, "no such operation: the API serves "+pathSchema+", "+pathSessions+", "+pathMetrics+" and "+pathUsage)
+	})
+	r.MethodNotAllowedHandler = s.endpoint("unmatched", func(w http.ResponseWriter, r *http.Request) error {
+		e := newError(http.StatusMethodNotAllowed, codeMethodNotAllowed, r.Method+" is not allowed on "+r.URL.Path)
+		e.header = http.Header{"Allow": {allowed[r.URL.Path]}}
+		return e
+	})
+	return s.middleware(r)
+}
+
+// PruneMetrics deletes, every interval until ctx ends, the metrics
+// results older than MetricsRetention. Any replica may run it.
+func (s *Server) PruneMetrics(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		n, err := s.ledger.PruneMetrics(ctx, s.now().Add(-MetricsRetention))
+		if err != nil {
+			s.log.Warn("pruning metrics results", "error", err)
+		} else if n > 0 {
+			s.log.Info("pruned metrics results", "count", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func schemaDocument() ([]byte, error) {
+	type limits struct {
+		BodyBytes           int `json:"body_bytes"`
+		CasesPerRequest     int `json:"cases_per_request"`
+		AccessWindowMinutes int `json:"access_window_minutes"`
+	}
+	type operations struct {
+		Schema   string `json:"schema"`
+		Sessions string `json:"sessions"`
+		Metrics  string `json:"metrics"`
+		Usage    string `json:"usage"`
+	}
+	type output struct {
+		ReportIncluded bool   `json:"report_included"`
+		FullReport     string `json:"full_report"`
+	}
+	return json.Marshal(struct {
+		SchemaVersion     string          `json:"schema_version"`
+		Service           string          `json:"service"`
+		Purpose           string          `json:"purpose"`
+		AcceptedContent   string          `json:"accepted_content"`
+		ProhibitedContent []string        `json:"prohibited_content"`
+		Limits            limits          `json:"limits"`
+		Operations        operations      `json:"operations"`
+		MetricsRequest    json.RawMessage `json:"metrics_request"`
+		Output            output          `json:"output"`
+	}{
+		SchemaVersion: metrics.SchemaVersion,
+		Service:       "evalmeter",
+		Purpose: "Deterministic aggregate metrics computed from structured observations of an AI-agent or " +
+			"LLM-workflow run that the customer executes in its own environment.",
+		AcceptedContent: "Structured, customer-reported observations only: per case a status, latency, token counts, " +
+			"cost, tool check outcomes, boundary violation codes and trace step counts, as metrics_request describes.",
+		ProhibitedContent: []string{
+			"prompts",
+			"model responses",
+			"customer credentials in a payload",
+			"commands or code to execute",
+			"target URLs to call",
+		},
+		Limits: limits{
+			BodyBytes:           metrics.MaxBodyBytes,
+			CasesPerRequest:     metrics.MaxCases,
+			AccessWindowMinutes: int(AccessWindow / time.Minute),
+		},
+		Operations: operations{
+			Schema:   "GET " + pathSchema,
+			Sessions: "POST " + pathSessions,
+			Metrics:  "POST " + pathMetrics,
+			Usage:    "GET " + pathUsage,
+		},
+		MetricsRequest: api.MetricsRequestSchema,
+		Output: output{
+			FullReport: "Not included. A human-reviewed analysis and a full report are a separate service outside this interface.",
+		},
+	})
+}
