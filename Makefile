@@ -50,6 +50,10 @@ bench: $(LOCALBIN) ## Benchmark the engine beside json.Valid and json.Unmarshal 
 	$(GO) run ./hack/benchratio -target Compute/engine -max-allocs 2000 \
 		-baseline 'Compute/json.Valid<=1.5' -baseline 'Compute/json.Unmarshal-map<=0.5' $(LOCALBIN)/bench-engine.txt
 
+.PHONY: bench-api
+bench-api: ## Load the API on loopback (real server and PostgreSQL) beside a bare net/http baseline; print throughput, p50/p99, session opens/s.
+	$(GO) run ./hack/loadtest -duration 10s -concurrency 32
+
 ##@ Build
 
 .PHONY: build
@@ -57,5 +61,5 @@ build: $(LOCALBIN) ## Build bin/evalmeter.
 	$(GO) build -o $(LOCALBIN)/evalmeter ./cmd/evalmeter
 
 .PHONY: run
-run: build ## Run the service. For now: compute the metrics of the example request.
-	$(LOCALBIN)/evalmeter compute api/examples/metrics-request.json
+run: build ## Run the API on localhost:8080 with a throwaway PostgreSQL and a dev client; Ctrl-C stops it.
+	hack/run.sh

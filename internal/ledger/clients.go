@@ -26,10 +26,10 @@ var clientIDPattern = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 // Validate checks a grant before it reaches the database.
 func (g Grant) Validate() error {
 	if !clientIDPattern.MatchString(g.ClientID) {
-		return fmt.Errorf("client id %q: use 1 to 63 lowercase letters, digits or '-', starting and ending with a letter or digit", g.ClientID)
+		return fmt.Errorf("%w client id %q: use 1 to 63 lowercase letters, digits or '-', starting and ending with a letter or digit", ErrInvalid, g.ClientID)
 	}
 	if g.AllocatedHours < 0 {
-		return fmt.Errorf("allocated hours %d: must be 0 or more", g.AllocatedHours)
+		return fmt.Errorf("%w allocated hours %d: must be 0 or more", ErrInvalid, g.AllocatedHours)
 	}
 	return nil
 }
@@ -105,7 +105,7 @@ func (s *Store) SetKey(ctx context.Context, clientID string, hash credential.Key
 			return err
 		}
 		if tag.RowsAffected() == 0 {
-			return fmt.Errorf("this API key already belongs to another client")
+			return fmt.Errorf("%w: this API key already belongs to another client", ErrInvalid)
 		}
 		_, err = tx.Exec(ctx, `
 			UPDATE api_keys SET revoked_at = $3

@@ -33,6 +33,8 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrNoCredit is a session refused because no credit remains.
 	ErrNoCredit = errors.New("no evaluation-hour credit remains")
+	// ErrInvalid is a request the ledger refuses before asking PostgreSQL.
+	ErrInvalid = errors.New("invalid")
 )
 
 // Store is the ledger. Its methods are safe for concurrent use by any
@@ -103,10 +105,12 @@ func migrate(ctx context.Context, db *sql.DB) error {
 // Unavailable reports whether err means PostgreSQL could not serve the
 // statement now, so that the caller answers 503: no answer came back
 // (unreachable, connection lost, timed out), or the server refused for a
-// passing reason (shutting down, overloaded, a transaction conflict). An
-// error the server answered for another reason is a bug.
+// passing reason (shutting down, overloaded, a transaction conflict). The
+// ledger's own answers (ErrNotFound, ErrNoCredit, ErrInvalid) are not, and
+// an error the server answered for another reason is a bug.
 func Unavailable(err error) bool {
-	if err == nil {
+	if err == nil || errors.Is(err, ErrNotFound) || errors.Is(err, ErrNoCredit) ||
+		errors.Is(err, ErrInvalid) || errors.Is(err, pgx.ErrNoRows) {
 		return false
 	}
 	var pgErr *pgconn.PgError

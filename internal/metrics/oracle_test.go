@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -66,8 +67,9 @@ func (o *oracle) status(body []byte) (int, string) {
 }
 
 // asDoubles turns numbers into the doubles they denote (the data model of
-// RFC 8785 and DESIGN.md §2). A number too large for a double stays exact,
-// so the schema's maximum rejects it.
+// RFC 8785 and DESIGN.md §2). A literal too large for a double becomes
+// ±MaxFloat64, outside every bound of the schema as the literal is: the
+// validator's own big.Rat reading panics on exponents past a million.
 func asDoubles(v any) any {
 	switch v := v.(type) {
 	case map[string]any:
@@ -79,9 +81,11 @@ func asDoubles(v any) any {
 			v[i] = asDoubles(e)
 		}
 	case json.Number:
-		if f, err := strconv.ParseFloat(string(v), 64); err == nil {
-			return f
+		f, _ := strconv.ParseFloat(string(v), 64)
+		if math.IsInf(f, 0) {
+			return math.Copysign(math.MaxFloat64, f)
 		}
+		return f
 	}
 	return v
 }

@@ -1,0 +1,357 @@
+// Command loadtest measures the API under load on loopback, beside a
+// baseline measured in the same run (`make bench-api`):
+//
+//   - POST /api/svc/v1/metrics with a 500-case body through the real server
+//     and a real PostgreSQL, against a bare net/http handler that only reads
+//     the same body and answers 200: throughput, p50 and p99 latency.
+//   - POST /api/svc/v1/sessions from many clients at once against a client
+//     with fewer credits than requests: opens per second, and a check that
+//     exactly the credits were spent, no more.
+//
+// Every request goes to 127.0.0.1; every loop is bounded in time and count.
+// It exits 1 when a target of the API issue is missed.
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"runtime/pprof"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/evalmeter/evalmeter/internal/credential"
+	"github.com/evalmeter/evalmeter/internal/ledger"
+	"github.com/evalmeter/evalmeter/internal/pgtest"
+	"github.com/evalmeter/evalmeter/server"
+)
+
+func main() {
+	duration := flag.Duration("duration", 10*time.Second, "how long each throughput phase runs")
+	concurrency := flag.Int("concurrency", 32, "concurrent clients")
+	vectors := flag.String("vectors", "internal/metrics/testdata/metrics-vectors.json", "test vectors holding the request body")
+	vector := flag.String("vector", "random-20-n500-reordered", "the vector whose body is posted (500 cases, about 130 KB)")
+	credits := flag.Int("credits", 2000, "credits of the client in the sessions phase")
+	attempts := flag.Int("attempts", 2500, "session opens attempted in the sessions phase (more than -credits)")
+	durable := flag.Bool("durable", true, "run PostgreSQL with fsync and synchronous commit on, as in production")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (server and load) to this file")
+	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "loadtest:", err)
+			os.Exit(2)
+		}
+		pprof.StartCPUProfile(f)
+		defer pprof.StopCPUProfile()
+	}
+	missed, err := run(*duration, *concurrency, *vectors, *vector, *credits, *attempts, *durable)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "loadtest:", err)
+		os.Exit(2)
+	}
+	if missed {
+		pprof.StopCPUProfile()
+		os.Exit(1)
+	}
+}
+
+func run(duration time.Duration, concurrency int, vectorsPath, vectorName string, credits, attempts int, durable bool) (missed bool, err error) {
+	body, err := loadBody(vectorsPath, vectorName)
+	if err != nil {
+		return false, err
+	}
+	ctx := context.Background()
+
+	// A PostgreSQL of its own.
+	dir, err := os.MkdirTemp("", "evalmeter-loadtest-")
+	if err != nil {
+		return false, err
+	}
+	os.Chmod(dir, 0o755)
+	if durable {
+		os.Setenv("EVALMETER_PG_DURABLE", "1")
+	}
+	cluster, err := pgtest.Start(dir)
+	if err != nil {
+		return false, err
+	}
+	defer cluster.Close()
+	if err := ledger.Migrate(ctx, cluster.URL()); err != nil {
+		return false, err
+	}
+	store, err := ledger.Open(ctx, cluster.URL()+os.Getenv("LOADTEST_URL_SUFFIX"), 5*time.Second)
+	if err != nil {
+		return false, err
+	}
+	defer store.Close()
+
+	tokens, err := credential.NewTokenSigner([]byte(rand.Text() + rand.Text()))
+	if err != nil {
+		return false, err
+	}
+	srv, err := server.New(server.Config{
+		Ledger: store, Tokens: tokens, Now: time.Now, Random: rand.Reader,
+		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), // formatted, as in production, but not printed
+	})
+	if err != nil {
+		return false, err
+	}
+	apiURL, stopAPI, err := serve(srv.Handler())
+	if err != nil {
+		return false, err
+	}
+	defer stopAPI()
+	baselineURL, stopBaseline, err := serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{}`))
+	}))
+	if err != nil {
+		return false, err
+	}
+	defer stopBaseline()
+
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: concurrency}, Timeout: 30 * time.Second}
+	key, err := grant(ctx, store, "load-metrics", 1)
+	if err != nil {
+		return false, err
+	}
+	token, err := openSession(client, apiURL, key, "load-session-0000001")
+	if err != nil {
+		return false, err
+	}
+
+	fmt.Printf("POST /api/svc/v1/metrics, %d-byte body, %d clients, %s per phase, PostgreSQL durable=%v\n\n", len(body), concurrency, duration, durable)
+	base := load(duration, concurrency, func(worker, n int) (int, error) {
+		return post(client, baselineURL+"/", "", "", body)
+	})
+	api := load(duration, concurrency, func(worker, n int) (int, error) {
+		return post(client, apiURL+"/api/svc/v1/metrics", token, fmt.Sprintf("load-%03d-%09d", worker, n), body)
+	})
+	fmt.Println(base.report("baseline: read body, 200"))
+	fmt.Println(api.report("evalmeter: POST metrics"))
+	ratio := api.throughput() / base.throughput()
+
+	sess, err := sessions(ctx, store, client, apiURL, concurrency, credits, attempts)
+	if err != nil {
+		return false, err
+	}
+
+	fmt.Println()
+	check := func(what string, ok bool) {
+		verdict := "met"
+		if !ok {
+			verdict, missed = "MISSED", true
+		}
+		fmt.Printf("%-62s %s\n", what, verdict)
+	}
+	check(fmt.Sprintf("metrics throughput %.0f%% of the baseline (target ≥ 40%%)", 100*ratio), ratio >= 0.40)
+	check(fmt.Sprintf("metrics p99 %.1f ms at %d clients (target < 25 ms)", ms(api.percentile(99)), concurrency), api.percentile(99) < 25*time.Millisecond)
+	check(fmt.Sprintf("metrics requests failed: %d (target 0)", api.failed), api.failed == 0)
+	check(fmt.Sprintf("session opens %.0f/s (target ≥ 500/s)", sess.rate), sess.rate >= 500)
+	check(fmt.Sprintf("sessions: %d opened, %d refused, consumed %d of %d credits (target: exactly %d, no other status)",
+		sess.opened, sess.refused, sess.consumed, credits, credits),
+		sess.opened == credits && sess.consumed == credits && sess.refused == attempts-credits && sess.other == 0)
+	return missed, nil
+}
+
+type sessionResult struct {
+	opened, refused, other, consumed int
+	rate                             float64 // opens per second
+}
+
+// sessions fires attempts session opens at a client with credits: every
+// credit must be spent, none twice.
+func sessions(ctx context.Context, store *ledger.Store, client *http.Client, apiURL string, concurrency, credits, attempts int) (sessionResult, error) {
+	key, err := grant(ctx, store, "load-sessions", credits)
+	if err != nil {
+		return sessionResult{}, err
+	}
+	var next, opened, refused, other atomic.Int64
+	var openedAt atomic.Int64 // nanoseconds since start when the last credit went
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w := range concurrency {
+		wg.Go(func() {
+			for {
+				n := next.Add(1)
+				if n > int64(attempts) {
+					return
+				}
+				status, err := post(client, apiURL+"/api/svc/v1/sessions", key, fmt.Sprintf("load-session-%03d-%07d", w, n), nil)
+				switch {
+				case err == nil && status == http.StatusCreated:
+					opened.Add(1)
+					openedAt.Store(int64(time.Since(start)))
+				case err == nil && status == http.StatusPaymentRequired:
+					refused.Add(1)
+				default:
+					other.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	u, err := store.Usage(ctx, "load-sessions", time.Now())
+	if err != nil {
+		return sessionResult{}, err
+	}
+	r := sessionResult{opened: int(opened.Load()), refused: int(refused.Load()), other: int(other.Load()), consumed: u.ConsumedHours}
+	r.rate = float64(r.opened) / time.Duration(openedAt.Load()).Seconds()
+	fmt.Printf("%-28s %6d opened, %d refused (402), %d other, in %.2f s: %.0f opens/s\n",
+		"evalmeter: POST sessions", r.opened, r.refused, r.other, time.Duration(openedAt.Load()).Seconds(), r.rate)
+	return r, nil
+}
+
+// result is one throughput phase.
+type result struct {
+	elapsed   time.Duration
+	latencies []time.Duration
+	failed    int
+}
+
+func (r result) throughput() float64 { return float64(len(r.latencies)) / r.elapsed.Seconds() }
+
+func (r result) percentile(p int) time.Duration {
+	if len(r.latencies) == 0 {
+		return 0
+	}
+	return r.latencies[(p*len(r.latencies)+99)/100-1]
+}
+
+func (r result) report(name string) string {
+	return fmt.Sprintf("%-28s %8.0f req/s   p50 %6.2f ms   p99 %6.2f ms   (%d requests, %d failed)",
+		name, r.throughput(), ms(r.percentile(50)), ms(r.percentile(99)), len(r.latencies), r.failed)
+}
+
+// load runs do from concurrency workers for duration.
+func load(duration time.Duration, concurrency int, do func(worker, n int) (int, error)) result {
+	var mu sync.Mutex
+	var r result
+	deadline := time.Now().Add(duration)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w := range concurrency {
+		wg.Go(func() {
+			var mine []time.Duration
+			failed := 0
+			for n := 0; time.Now().Before(deadline); n++ {
+				t := time.Now()
+				status, err := do(w, n)
+				if err != nil || status != http.StatusOK {
+					failed++
+					continue
+				}
+				mine = append(mine, time.Since(t))
+			}
+			mu.Lock()
+			r.latencies = append(r.latencies, mine...)
+			r.failed += failed
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	r.elapsed = time.Since(start)
+	slices.Sort(r.latencies)
+	return r
+}
+
+func post(client *http.Client, url, bearer, idemKey string, body []byte) (int, error) {
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+bearer)
+	}
+	if idemKey != "" {
+		req.Header.Set("Idempotency-Key", idemKey)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+func openSession(client *http.Client, apiURL, key, idemKey string) (string, error) {
+	req, _ := http.NewRequest(http.MethodPost, apiURL+"/api/svc/v1/sessions", nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Idempotency-Key", idemKey)
+	resp, err := client.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	var env struct {
+		Session struct{ Token string } `json:"session"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&env); err != nil || resp.StatusCode != http.StatusCreated {
+		return "", fmt.Errorf("opening a session: status %d, %v", resp.StatusCode, err)
+	}
+	return env.Session.Token, nil
+}
+
+func grant(ctx context.Context, store *ledger.Store, clientID string, hours int) (string, error) {
+	if _, err := store.UpsertClient(ctx, ledger.Grant{ClientID: clientID, AllocatedHours: hours, Source: "loadtest"}, time.Now()); err != nil {
+		return "", err
+	}
+	key, err := credential.NewAPIKey(rand.Reader)
+	if err != nil {
+		return "", err
+	}
+	hash, _ := credential.HashAPIKey(key)
+	return key, store.SetKey(ctx, clientID, hash, time.Now())
+}
+
+// serve runs h on a loopback port with the server settings of evalmeter api.
+func serve(h http.Handler) (string, func(), error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	s := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second, MaxHeaderBytes: 16 << 10}
+	go s.Serve(l)
+	return "http://" + l.Addr().String(), func() { s.Close() }, nil
+}
+
+func loadBody(path, name string) ([]byte, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var file struct {
+		Vectors []struct {
+			Name string `json:"name"`
+			Body string `json:"body"`
+		} `json:"vectors"`
+	}
+	if err := json.Unmarshal(raw, &file); err != nil {
+		return nil, err
+	}
+	for _, v := range file.Vectors {
+		if v.Name == name {
+			return []byte(v.Body), nil
+		}
+	}
+	return nil, fmt.Errorf("no vector %q in %s", name, path)
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

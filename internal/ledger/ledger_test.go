@@ -1,0 +1,226 @@
+package ledger_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/evalmeter/evalmeter/internal/credential"
+	"github.com/evalmeter/evalmeter/internal/ledger"
+	"github.com/evalmeter/evalmeter/internal/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+var t0 = time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)
+
+func open(t *testing.T) (*ledger.Store, string) {
+	t.Helper()
+	url := pgtest.NewDatabase(t)
+	if err := ledger.Migrate(t.Context(), url); err != nil {
+		t.Fatal(err)
+	}
+	s, err := ledger.Open(t.Context(), url, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s, url
+}
+
+// TestMigrateConcurrently: several processes migrating one database at
+// once (API replicas and the controller starting together) all succeed.
+func TestMigrateConcurrently(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	for i := range errs {
+		wg.Go(func() { errs[i] = ledger.Migrate(context.Background(), url) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("migration %d: %v", i, err)
+		}
+	}
+	if err := ledger.Migrate(context.Background(), url); err != nil {
+		t.Errorf("migrating an up-to-date database: %v", err)
+	}
+}
+
+func TestGrantRecordsAllocationEvents(t *testing.T) {
+	s, url := open(t)
+	ctx := t.Context()
+	steps := []struct {
+		hours   int
+		created bool
+	}{{10, true}, {10, false}, {15, false}, {4, false}}
+	for i, step := range steps {
+		created, err := s.UpsertClient(ctx, ledger.Grant{ClientID: "acme", AllocatedHours: step.hours, Source: "test"}, t0.Add(time.Duration(i)*time.Minute))
+		if err != nil || created != step.created {
+			t.Fatalf("grant %d hours: created %v, %v; want created %v", step.hours, created, err, step.created)
+		}
+	}
+	// One event per change, none for the grant that changed nothing.
+	deltas := query[int](t, url, `SELECT allocated_delta FROM credit_events WHERE client_id = 'acme' ORDER BY id`)
+	if want := []int{10, 5, -11}; !slices.Equal(deltas, want) {
+		t.Errorf("allocation deltas %v, want %v", deltas, want)
+	}
+	if _, err := pgxExec(t, url, `UPDATE credit_events SET allocated_delta = 0`); err == nil {
+		t.Error("credit_events accepted an UPDATE; it must be append-only")
+	}
+	if _, err := pgxExec(t, url, `DELETE FROM credit_events`); err == nil {
+		t.Error("credit_events accepted a DELETE; it must be append-only")
+	}
+	for _, bad := range []ledger.Grant{
+		{ClientID: "Acme", AllocatedHours: 1},
+		{ClientID: "-acme", AllocatedHours: 1},
+		{ClientID: "", AllocatedHours: 1},
+		{ClientID: "acme", AllocatedHours: -1},
+	} {
+		if _, err := s.UpsertClient(ctx, bad, t0); !errors.Is(err, ledger.ErrInvalid) || ledger.Unavailable(err) {
+			t.Errorf("grant %+v: %v, want ErrInvalid", bad, err)
+		}
+	}
+}
+
+func TestKeys(t *testing.T) {
+	s, _ := open(t)
+	ctx := t.Context()
+	for _, id := range []string{"acme", "other"} {
+		if _, err := s.UpsertClient(ctx, ledger.Grant{ClientID: id, AllocatedHours: 1, Source: "test"}, t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k1, k2 := sha256.Sum256([]byte("one")), sha256.Sum256([]byte("two"))
+	must(t, s.SetKey(ctx, "acme", k1, t0))
+	must(t, s.SetKey(ctx, "acme", k1, t0)) // idempotent
+	if c, err := s.ClientByKey(ctx, k1); err != nil || c.ID != "acme" {
+		t.Fatalf("ClientByKey(k1) = %+v, %v", c, err)
+	}
+	// Rotation: the new key works, the old one is revoked.
+	must(t, s.SetKey(ctx, "acme", k2, t0))
+	if _, err := s.ClientByKey(ctx, k1); !errors.Is(err, ledger.ErrNotFound) {
+		t.Errorf("old key after rotation: %v, want ErrNotFound", err)
+	}
+	if _, err := s.ClientByKey(ctx, k2); err != nil {
+		t.Errorf("new key after rotation: %v", err)
+	}
+	// Putting the old key back reinstates it.
+	must(t, s.SetKey(ctx, "acme", k1, t0))
+	if _, err := s.ClientByKey(ctx, k1); err != nil {
+		t.Errorf("reinstated key: %v", err)
+	}
+	if err := s.SetKey(ctx, "other", k1, t0); err == nil {
+		t.Error("a key of acme was given to another client")
+	}
+	must(t, s.RevokeKeys(ctx, "acme", t0))
+	for _, k := range []credential.KeyHash{k1, k2} {
+		if _, err := s.ClientByKey(ctx, k); !errors.Is(err, ledger.ErrNotFound) {
+			t.Errorf("key after RevokeKeys: %v", err)
+		}
+	}
+	if _, err := s.Client(ctx, "acme"); err != nil {
+		t.Errorf("the client row must stay after its keys are revoked: %v", err)
+	}
+}
+
+func TestMetricsRecords(t *testing.T) {
+	s, _ := open(t)
+	ctx := t.Context()
+	if _, err := s.UpsertClient(ctx, ledger.Grant{ClientID: "acme", AllocatedHours: 1, Source: "test"}, t0); err != nil {
+		t.Fatal(err)
+	}
+	rec := ledger.MetricsRecord{RequestSHA256: sha256.Sum256([]byte("a")), Metrics: []byte(`{"a":1}`)}
+	held, stored, err := s.SaveMetrics(ctx, "acme", "key-0000000000001", rec, t0)
+	if err != nil || !stored || string(held.Metrics) != `{"a":1}` {
+		t.Fatalf("first save: %v %v %s", err, stored, held.Metrics)
+	}
+	other := ledger.MetricsRecord{RequestSHA256: sha256.Sum256([]byte("b")), Metrics: []byte(`{"b":2}`)}
+	held, stored, err = s.SaveMetrics(ctx, "acme", "key-0000000000001", other, t0.Add(time.Hour))
+	if err != nil || stored || held.RequestSHA256 != rec.RequestSHA256 || string(held.Metrics) != `{"a":1}` {
+		t.Errorf("second save under the key: stored %v, held %s, %v; want the first record", stored, held.Metrics, err)
+	}
+	// Records older than the cutoff go; newer ones stay.
+	if _, stored, _ := s.SaveMetrics(ctx, "acme", "key-0000000000002", rec, t0.Add(23*time.Hour)); !stored {
+		t.Fatal("second key not stored")
+	}
+	n, err := s.PruneMetrics(ctx, t0.Add(time.Minute))
+	if err != nil || n != 1 {
+		t.Errorf("pruned %d, %v; want 1", n, err)
+	}
+	if _, stored, _ := s.SaveMetrics(ctx, "acme", "key-0000000000001", other, t0.Add(25*time.Hour)); !stored {
+		t.Error("a pruned key is free again")
+	}
+	if _, stored, _ := s.SaveMetrics(ctx, "acme", "key-0000000000002", other, t0.Add(25*time.Hour)); stored {
+		t.Error("a record younger than the cutoff was pruned")
+	}
+}
+
+func TestUnavailable(t *testing.T) {
+	cluster := pgtest.NewCluster(t)
+	url := cluster.NewDatabase(t)
+	must(t, ledger.Migrate(t.Context(), url))
+	s, err := ledger.Open(t.Context(), url, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Client(t.Context(), "nobody"); !errors.Is(err, ledger.ErrNotFound) || ledger.Unavailable(err) {
+		t.Errorf("a missing client: %v", err)
+	}
+	_, err = pgxExec(t, url, `SELECT 1/0`)
+	if err == nil || ledger.Unavailable(err) {
+		t.Errorf("a division by zero is a bug, not unavailability: %v", err)
+	}
+	must(t, cluster.Stop())
+	_, err = s.Client(t.Context(), "nobody")
+	if !ledger.Unavailable(err) {
+		t.Errorf("with PostgreSQL stopped: %v is not Unavailable", err)
+	}
+	if err := s.Ping(t.Context()); err == nil {
+		t.Error("Ping succeeded with PostgreSQL stopped")
+	}
+}
+
+func query[T any](t *testing.T, url, sql string) []T {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(t.Context())
+	rows, err := conn.Query(t.Context(), sql)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[T])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func pgxExec(t *testing.T, url, sql string) (int64, error) {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(t.Context())
+	tag, err := conn.Exec(t.Context(), sql)
+	return tag.RowsAffected(), err
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

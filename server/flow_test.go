@@ -1,0 +1,229 @@
+package server_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	evalapi "github.com/evalmeter/evalmeter/api"
+	"github.com/evalmeter/evalmeter/internal/metrics"
+)
+
+// TestClientFlow walks a client through every endpoint: schema, a session
+// and its replay, metrics and their replay and conflict, usage.
+func TestClientFlow(t *testing.T) {
+	e := newEnv(t)
+	a := e.api()
+	key := e.grant("acme", 3, nil)
+
+	// Schema: 200, the published document, no credit.
+	resp := a.do(request{method: "GET", path: "/api/svc/v1/schema", bearer: key})
+	if resp.status != http.StatusOK {
+		t.Fatalf("schema: %d %s", resp.status, resp.body)
+	}
+	var doc struct {
+		SchemaVersion     string          `json:"schema_version"`
+		Service           string          `json:"service"`
+		Purpose           string          `json:"purpose"`
+		AcceptedContent   string          `json:"accepted_content"`
+		ProhibitedContent []string        `json:"prohibited_content"`
+		Limits            map[string]int  `json:"limits"`
+		Operations        map[string]any  `json:"operations"`
+		MetricsRequest    json.RawMessage `json:"metrics_request"`
+		Output            struct {
+			ReportIncluded *bool  `json:"report_included"`
+			FullReport     string `json:"full_report"`
+		} `json:"output"`
+	}
+	resp.decode(t, &doc)
+	if doc.SchemaVersion != "1.0" || doc.Service != "evalmeter" || len(doc.ProhibitedContent) == 0 ||
+		doc.Limits["body_bytes"] != 262144 || doc.Limits["cases_per_request"] != 500 || doc.Limits["access_window_minutes"] != 60 ||
+		len(doc.Operations) != 4 || doc.Output.ReportIncluded == nil || *doc.Output.ReportIncluded {
+		t.Errorf("schema document: %s", resp.body)
+	}
+	if !jsonEqual(t, doc.MetricsRequest, evalapi.MetricsRequestSchema) {
+		t.Error("metrics_request is not the published JSON Schema")
+	}
+
+	// A session, and its replay: the same token, no second credit.
+	resp, first := a.openSession(key, idem("session-1"))
+	if resp.status != http.StatusCreated || first.IdempotentReplay {
+		t.Fatalf("open session: %d %s", resp.status, resp.body)
+	}
+	s := first.Session
+	if !strings.HasPrefix(s.ID, "sess_") || s.AccessWindowMinutes != 60 || s.HoursConsumed != 1 ||
+		!s.IssuedAt.Equal(e.clock.Now()) || s.ExpiresAt.Sub(s.IssuedAt) != time.Hour {
+		t.Errorf("session: %s", resp.body)
+	}
+	resp, again := a.openSession(key, idem("session-1"))
+	if resp.status != http.StatusCreated || !again.IdempotentReplay || again.Session != first.Session {
+		t.Errorf("replay: %d %s, want the first session again", resp.status, resp.body)
+	}
+	if u := e.usage("acme"); u.ConsumedHours != 1 || u.RemainingHours != 2 || u.ActiveSessions != 1 {
+		t.Errorf("after a session and its replay: %+v", u)
+	}
+
+	// Metrics: computed, replayed byte for byte, conflict on another body.
+	want, err := metrics.Compute(exampleBody)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp = a.postMetrics(s.Token, idem("metrics-1"), exampleBody)
+	if resp.status != http.StatusOK {
+		t.Fatalf("metrics: %d %s", resp.status, resp.body)
+	}
+	var got struct {
+		Metrics          json.RawMessage `json:"metrics"`
+		IdempotentReplay bool            `json:"idempotent_replay"`
+	}
+	resp.decode(t, &got)
+	wantJSON, _ := json.Marshal(want)
+	if got.IdempotentReplay || !jsonEqual(t, got.Metrics, wantJSON) {
+		t.Errorf("metrics: %s\nwant %s", resp.body, wantJSON)
+	}
+	replay := a.postMetrics(s.Token, idem("metrics-1"), exampleBody)
+	if replay.status != http.StatusOK || !bytes.Equal(replay.body, bytes.Replace(resp.body, []byte(`"idempotent_replay":false}`), []byte(`"idempotent_replay":true}`), 1)) {
+		t.Errorf("replay is not the first response byte for byte with idempotent_replay true:\n%s\n%s", resp.body, replay.body)
+	}
+	// The same request in another key order is the same canonical request.
+	var reordered map[string]any
+	json.Unmarshal(exampleBody, &reordered)
+	spaced, _ := json.MarshalIndent(reordered, "", "    ")
+	if r := a.postMetrics(s.Token, idem("metrics-1"), spaced); r.status != http.StatusOK || !bytes.Equal(r.body, replay.body) {
+		t.Errorf("same canonical request, other bytes: %d %s", r.status, r.body)
+	}
+	other := []byte(`{"run_id":"other","cases":[{"case_id":"a","status":"pass","latency_ms":1}]}`)
+	conflict := a.postMetrics(s.Token, idem("metrics-1"), other)
+	if conflict.status != http.StatusConflict || conflict.errorCode(t) != "idempotency_key_reused" {
+		t.Errorf("another request under a used key: %d %s", conflict.status, conflict.body)
+	}
+
+	// Usage: 200 with the figures.
+	resp = a.do(request{method: "GET", path: "/api/svc/v1/usage", bearer: key})
+	var usage struct {
+		Usage struct {
+			ClientID       string `json:"client_id"`
+			AllocatedHours int    `json:"allocated_hours"`
+			ConsumedHours  int    `json:"consumed_hours"`
+			RemainingHours int    `json:"remaining_hours"`
+			ActiveSessions int    `json:"active_sessions"`
+			Metering       string `json:"metering"`
+		} `json:"usage"`
+	}
+	resp.decode(t, &usage)
+	if u := usage.Usage; resp.status != http.StatusOK || u.ClientID != "acme" || u.AllocatedHours != 3 ||
+		u.ConsumedHours != 1 || u.RemainingHours != 2 || u.ActiveSessions != 1 || !strings.Contains(u.Metering, "60-minute") {
+		t.Errorf("usage: %d %s", resp.status, resp.body)
+	}
+
+	// Nothing secret reached the logs.
+	logs := e.logs.String()
+	if strings.Contains(logs, key) || strings.Contains(logs, s.Token) || strings.Contains(logs, "nightly-2026-11-21") {
+		t.Error("a key, a token or a request body was logged")
+	}
+	if !strings.Contains(logs, `"client_id":"acme"`) || !strings.Contains(logs, `"route":"metrics"`) {
+		t.Errorf("request log lines lack client or route:\n%s", logs)
+	}
+}
+
+// TestSessionWindow: a token works for 60 minutes from creation, idle time
+// included, then yields 401.
+func TestSessionWindow(t *testing.T) {
+	e := newEnv(t)
+	a := e.api()
+	key := e.grant("acme", 1, nil)
+	s := a.mustOpenSession(key, idem("window"))
+
+	e.clock.Advance(59*time.Minute + 59*time.Second)
+	if r := a.postMetrics(s.Session.Token, idem("m-1"), exampleBody); r.status != http.StatusOK {
+		t.Fatalf("at 59:59: %d %s", r.status, r.body)
+	}
+	if u := e.usage("acme"); u.ActiveSessions != 1 {
+		t.Errorf("at 59:59 active sessions = %d, want 1", u.ActiveSessions)
+	}
+	e.clock.Advance(time.Second)
+	r := a.postMetrics(s.Session.Token, idem("m-2"), exampleBody)
+	if r.status != http.StatusUnauthorized || r.errorCode(t) != "unauthorized" ||
+		!strings.Contains(r.header.Get("WWW-Authenticate"), `error="invalid_token"`) {
+		t.Errorf("at 60:00: %d %v %s", r.status, r.header, r.body)
+	}
+	if u := e.usage("acme"); u.ActiveSessions != 0 || u.ConsumedHours != 1 {
+		t.Errorf("after the window: %+v", u)
+	}
+}
+
+// TestCredits: 402 once the credits are used, and lowering an allocation
+// never makes the remainder negative.
+func TestCredits(t *testing.T) {
+	e := newEnv(t)
+	a := e.api()
+	key := e.grant("acme", 1, nil)
+	if r, _ := a.openSession(key, idem("s-1")); r.status != http.StatusCreated {
+		t.Fatalf("first session: %d %s", r.status, r.body)
+	}
+	r, _ := a.openSession(key, idem("s-2"))
+	if r.status != http.StatusPaymentRequired || r.errorCode(t) != "credits_exhausted" {
+		t.Errorf("second session with one credit: %d %s", r.status, r.body)
+	}
+	if r, s := a.openSession(key, idem("s-1")); r.status != http.StatusCreated || !s.IdempotentReplay {
+		t.Errorf("replay after credits ran out: %d %s", r.status, r.body)
+	}
+	key = e.grant("acme", 0, nil)
+	if u := e.usage("acme"); u.AllocatedHours != 0 || u.ConsumedHours != 1 || u.RemainingHours != 0 {
+		t.Errorf("after lowering the allocation: %+v", u)
+	}
+	if r, _ := a.openSession(key, idem("s-3")); r.status != http.StatusPaymentRequired {
+		t.Errorf("after lowering: %d", r.status)
+	}
+}
+
+// TestAgreementExpired: 403 on key-authenticated operations after
+// valid_until; the 401 of a bad key still comes first.
+func TestAgreementExpired(t *testing.T) {
+	e := newEnv(t)
+	a := e.api()
+	end := e.clock.Now().Add(time.Hour)
+	key := e.grant("acme", 5, &end)
+	r, s := a.openSession(key, idem("before"))
+	if r.status != http.StatusCreated {
+		t.Fatalf("before the end: %d %s", r.status, r.body)
+	}
+	e.clock.Advance(time.Hour)
+	for _, req := range []request{
+		{method: "GET", path: "/api/svc/v1/schema", bearer: key},
+		{method: "POST", path: "/api/svc/v1/sessions", bearer: key, idemKey: idem("after")},
+		{method: "GET", path: "/api/svc/v1/usage", bearer: key},
+		{method: "GET", path: "/api/svc/v1/usage?x=1", bearer: key}, // 403 before the query's 400
+	} {
+		if r := a.do(req); r.status != http.StatusForbidden || r.errorCode(t) != "agreement_expired" {
+			t.Errorf("%s %s: %d %s", req.method, req.path, r.status, r.body)
+		}
+	}
+	if r := a.do(request{method: "GET", path: "/api/svc/v1/usage", bearer: "evk_" + strings.Repeat("A", 43)}); r.status != http.StatusUnauthorized {
+		t.Errorf("unknown key after the end: %d", r.status)
+	}
+	// A session token is not key-authenticated: it lives out its window.
+	if r := a.postMetrics(s.Session.Token, idem("m"), exampleBody); r.status != http.StatusUnauthorized {
+		t.Errorf("the session opened before the end expired with it at 60 minutes: %d", r.status)
+	}
+	if u := e.usage("acme"); u.ConsumedHours != 1 {
+		t.Errorf("consumed %d, want 1", u.ConsumedHours)
+	}
+}
+
+func jsonEqual(t *testing.T, a, b []byte) bool {
+	t.Helper()
+	var x, y any
+	if err := json.Unmarshal(a, &x); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &y); err != nil {
+		t.Fatal(err)
+	}
+	xa, _ := json.Marshal(x)
+	ya, _ := json.Marshal(y)
+	return bytes.Equal(xa, ya)
+}

@@ -1,0 +1,289 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/evalmeter/evalmeter/internal/credential"
+	"github.com/evalmeter/evalmeter/internal/ledger"
+	"github.com/evalmeter/evalmeter/internal/pgtest"
+	"github.com/evalmeter/evalmeter/server"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// clock is a settable clock, shared by every API instance of a test.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newClock() *clock { return &clock{now: time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)} }
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// env is one database with any number of API instances on it.
+type env struct {
+	t     *testing.T
+	url   string
+	store *ledger.Store
+	clock *clock
+	logs  *syncBuffer
+}
+
+func newEnv(t *testing.T) *env {
+	return newEnvAt(t, pgtest.NewDatabase(t))
+}
+
+func newEnvAt(t *testing.T, url string) *env {
+	t.Helper()
+	ctx := context.Background()
+	if err := ledger.Migrate(ctx, url); err != nil {
+		t.Fatal(err)
+	}
+	store, err := ledger.Open(ctx, url, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(store.Close)
+	e := &env{t: t, url: url, store: store, clock: newClock(), logs: &syncBuffer{}}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("server log:\n%s", e.logs)
+		}
+	})
+	return e
+}
+
+// api starts an API instance over real loopback HTTP, with its own
+// connection pool, as a separate replica would have.
+func (e *env) api() *api {
+	return e.apiWithTimeout(5 * time.Second)
+}
+
+// apiWithTimeout is api with its own bound on database statements.
+func (e *env) apiWithTimeout(dbTimeout time.Duration) *api {
+	e.t.Helper()
+	store, err := ledger.Open(context.Background(), e.url, dbTimeout)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(store.Close)
+	tokens, err := credential.NewTokenSigner(bytes.Repeat([]byte("k"), 32))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	srv, err := server.New(server.Config{
+		Ledger: store, Tokens: tokens, Now: e.clock.Now, Random: rand.Reader,
+		Logger: slog.New(slog.NewJSONHandler(e.logs, nil)),
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv.Handler())
+	e.t.Cleanup(ts.Close)
+	return &api{t: e.t, url: ts.URL, client: ts.Client()}
+}
+
+// grant provisions a client with hours of credit and returns its API key.
+func (e *env) grant(clientID string, hours int, validUntil *time.Time) string {
+	e.t.Helper()
+	ctx := context.Background()
+	if _, err := e.store.UpsertClient(ctx, ledger.Grant{ClientID: clientID, AllocatedHours: hours, ValidUntil: validUntil, Source: "test"}, e.clock.Now()); err != nil {
+		e.t.Fatal(err)
+	}
+	key, err := credential.NewAPIKey(rand.Reader)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	hash, _ := credential.HashAPIKey(key)
+	if err := e.store.SetKey(ctx, clientID, hash, e.clock.Now()); err != nil {
+		e.t.Fatal(err)
+	}
+	return key
+}
+
+func (e *env) usage(clientID string) ledger.Usage {
+	e.t.Helper()
+	u, err := e.store.Usage(context.Background(), clientID, e.clock.Now())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return u
+}
+
+type api struct {
+	t      *testing.T
+	url    string
+	client *http.Client
+}
+
+// request is one HTTP request to the API.
+type request struct {
+	method  string
+	path    string
+	bearer  string
+	idemKey string
+	header  http.Header
+	body    []byte
+}
+
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (a *api) do(req request) response {
+	a.t.Helper()
+	var body io.Reader
+	if req.body != nil {
+		body = bytes.NewReader(req.body)
+	}
+	r, err := http.NewRequest(req.method, a.url+req.path, body)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	for k, vs := range req.header {
+		r.Header[k] = vs
+	}
+	if req.bearer != "" {
+		r.Header.Set("Authorization", "Bearer "+req.bearer)
+	}
+	if req.idemKey != "" {
+		r.Header.Set("Idempotency-Key", req.idemKey)
+	}
+	if _, set := req.header["Content-Type"]; !set && req.body != nil && req.path == "/api/svc/v1/metrics" {
+		r.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := a.client.Do(r)
+	if err != nil {
+		a.t.Fatalf("%s %s: %v", req.method, req.path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	return response{status: resp.StatusCode, header: resp.Header, body: b}
+}
+
+func (a *api) openSession(key, idemKey string) (response, sessionEnvelope) {
+	a.t.Helper()
+	resp := a.do(request{method: "POST", path: "/api/svc/v1/sessions", bearer: key, idemKey: idemKey})
+	var env sessionEnvelope
+	if resp.status == http.StatusCreated {
+		resp.decode(a.t, &env)
+	}
+	return resp, env
+}
+
+// mustOpenSession opens a session or fails the test.
+func (a *api) mustOpenSession(key, idemKey string) sessionEnvelope {
+	a.t.Helper()
+	resp, env := a.openSession(key, idemKey)
+	if resp.status != http.StatusCreated {
+		a.t.Fatalf("opening a session: %d %s", resp.status, resp.body)
+	}
+	return env
+}
+
+func (a *api) postMetrics(token, idemKey string, body []byte) response {
+	a.t.Helper()
+	return a.do(request{method: "POST", path: "/api/svc/v1/metrics", bearer: token, idemKey: idemKey, body: body})
+}
+
+type sessionEnvelope struct {
+	Session struct {
+		ID                  string    `json:"id"`
+		Token               string    `json:"token"`
+		IssuedAt            time.Time `json:"issued_at"`
+		ExpiresAt           time.Time `json:"expires_at"`
+		AccessWindowMinutes int       `json:"access_window_minutes"`
+		HoursConsumed       int       `json:"hours_consumed"`
+	} `json:"session"`
+	IdempotentReplay bool `json:"idempotent_replay"`
+}
+
+type errorEnvelope struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+		Field   string `json:"field"`
+	} `json:"error"`
+}
+
+func (r response) decode(t *testing.T, v any) {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(r.body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		t.Fatalf("decoding %s: %v", r.body, err)
+	}
+}
+
+// errorCode checks the response is the error envelope and returns its code.
+func (r response) errorCode(t *testing.T) string {
+	t.Helper()
+	var env errorEnvelope
+	r.decode(t, &env)
+	if env.Error.Code == "" || env.Error.Message == "" {
+		t.Fatalf("error envelope without code or message: %s", r.body)
+	}
+	if r.header.Get("Content-Type") != "application/json" || r.header.Get("Cache-Control") != "no-store" {
+		t.Errorf("error response headers: %v", r.header)
+	}
+	return env.Error.Code
+}
+
+// syncBuffer collects log output from concurrent handlers.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// idem makes a valid Idempotency-Key from a short name.
+func idem(name string) string { return "test-" + name + strings.Repeat("0", max(0, 16-5-len(name))) }
+
+var exampleBody = mustReadFile("../api/examples/metrics-request.json")
+
+func mustReadFile(path string) []byte {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
