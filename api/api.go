@@ -1,6 +1,6 @@
 // Package api holds evalmeter's published contracts: the JSON Schema of the
 // metrics request, served by GET /api/svc/v1/schema and tested against the
-// engine's own validator.
+// engine's own validator, and the OpenAPI document of the HTTP API.
 package api
 
 import _ "embed"
@@ -10,3 +10,13 @@ import _ "embed"
 //
 //go:embed metrics-request.schema.json
 var MetricsRequestSchema []byte
+
+// OpenAPI is the OpenAPI 3.1.0 description of evalmeter's HTTP API (spec §4,
+// DESIGN.md §4): its four operations, the two bearer security schemes, the
+// shared responses and headers, and the schemas of every body. Its
+// MetricsRequest component is MetricsRequestSchema with the $defs moved to
+// sibling components; internal/contract checks requests and responses
+// against it.
+//
+//go:embed openapi.yaml
+var OpenAPI []byte

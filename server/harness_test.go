@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/evalmeter/evalmeter/internal/contract"
 	"github.com/evalmeter/evalmeter/internal/credential"
 	"github.com/evalmeter/evalmeter/internal/ledger"
 	"github.com/evalmeter/evalmeter/internal/pgtest"
@@ -177,16 +178,43 @@ func (a *api) do(req request) response {
 	if _, set := req.header["Content-Type"]; !set && req.body != nil && req.path == "/api/svc/v1/metrics" {
 		r.Header.Set("Content-Type", "application/json")
 	}
+	contractErr := openAPI(a.t).Request(r)
 	resp, err := a.client.Do(r)
 	if err != nil {
 		a.t.Fatalf("%s %s: %v", req.method, req.path, err)
 	}
 	defer resp.Body.Close()
+	// Every answer must be one the OpenAPI document declares, and no request
+	// it forbids may succeed. 404 and 405 answer no operation of it.
+	if resp.StatusCode != http.StatusNotFound && resp.StatusCode != http.StatusMethodNotAllowed {
+		if err := openAPI(a.t).Response(r, resp); err != nil {
+			a.t.Errorf("%s %s: the response breaks api/openapi.yaml: %v", req.method, req.path, err)
+		}
+	}
+	if contractErr != nil && resp.StatusCode < 300 {
+		a.t.Errorf("%s %s: %d for a request api/openapi.yaml forbids: %v", req.method, req.path, resp.StatusCode, contractErr)
+	}
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
 		a.t.Fatal(err)
 	}
 	return response{status: resp.StatusCode, header: resp.Header, body: b}
+}
+
+var (
+	validatorOnce sync.Once
+	validator     *contract.Validator
+	validatorErr  error
+)
+
+// openAPI is the checker of api/openapi.yaml, built once per test binary.
+func openAPI(t *testing.T) *contract.Validator {
+	t.Helper()
+	validatorOnce.Do(func() { validator, validatorErr = contract.NewValidator() })
+	if validatorErr != nil {
+		t.Fatal(validatorErr)
+	}
+	return validator
 }
 
 func (a *api) openSession(key, idemKey string) (response, sessionEnvelope) {

@@ -28,6 +28,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/evalmeter/evalmeter/internal/credential"
@@ -35,6 +36,9 @@ import (
 	"github.com/evalmeter/evalmeter/internal/pgtest"
 	"github.com/evalmeter/evalmeter/server"
 )
+
+// cpuProfile is where the metrics phase's CPU profile goes, if anywhere.
+var cpuProfile string
 
 func main() {
 	duration := flag.Duration("duration", 10*time.Second, "how long each throughput phase runs")
@@ -44,17 +48,9 @@ func main() {
 	credits := flag.Int("credits", 2000, "credits of the client in the sessions phase")
 	attempts := flag.Int("attempts", 2500, "session opens attempted in the sessions phase (more than -credits)")
 	durable := flag.Bool("durable", true, "run PostgreSQL with fsync and synchronous commit on, as in production")
-	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (server and load) to this file")
+	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the metrics phase (server and load) to this file")
 	flag.Parse()
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "loadtest:", err)
-			os.Exit(2)
-		}
-		pprof.StartCPUProfile(f)
-		defer pprof.StopCPUProfile()
-	}
+	defer pprof.StopCPUProfile()
 	missed, err := run(*duration, *concurrency, *vectors, *vector, *credits, *attempts, *durable)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "loadtest:", err)
@@ -136,9 +132,18 @@ func run(duration time.Duration, concurrency int, vectorsPath, vectorName string
 	base := load(duration, concurrency, func(worker, n int) (int, error) {
 		return post(client, baselineURL+"/", "", "", body)
 	})
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			return false, err
+		}
+		defer f.Close()
+		pprof.StartCPUProfile(f)
+	}
 	api := load(duration, concurrency, func(worker, n int) (int, error) {
 		return post(client, apiURL+"/api/svc/v1/metrics", token, fmt.Sprintf("load-%03d-%09d", worker, n), body)
 	})
+	pprof.StopCPUProfile()
 	fmt.Println(base.report("baseline: read body, 200"))
 	fmt.Println(api.report("evalmeter: POST metrics"))
 	ratio := api.throughput() / base.throughput()
@@ -219,6 +224,7 @@ type result struct {
 	elapsed   time.Duration
 	latencies []time.Duration
 	failed    int
+	cpu       time.Duration // CPU time of this process (server and load) during the phase
 }
 
 func (r result) throughput() float64 { return float64(len(r.latencies)) / r.elapsed.Seconds() }
@@ -231,8 +237,12 @@ func (r result) percentile(p int) time.Duration {
 }
 
 func (r result) report(name string) string {
-	return fmt.Sprintf("%-28s %8.0f req/s   p50 %6.2f ms   p99 %6.2f ms   (%d requests, %d failed)",
-		name, r.throughput(), ms(r.percentile(50)), ms(r.percentile(99)), len(r.latencies), r.failed)
+	perRequest := time.Duration(0)
+	if n := len(r.latencies) + r.failed; n > 0 {
+		perRequest = r.cpu / time.Duration(n)
+	}
+	return fmt.Sprintf("%-28s %8.0f req/s   p50 %6.2f ms   p99 %6.2f ms   %5.3f ms CPU/req   (%d requests, %d failed)",
+		name, r.throughput(), ms(r.percentile(50)), ms(r.percentile(99)), ms(perRequest), len(r.latencies), r.failed)
 }
 
 // load runs do from concurrency workers for duration.
@@ -241,6 +251,7 @@ func load(duration time.Duration, concurrency int, do func(worker, n int) (int, 
 	var r result
 	deadline := time.Now().Add(duration)
 	start := time.Now()
+	cpuStart := cpuTime()
 	var wg sync.WaitGroup
 	for w := range concurrency {
 		wg.Go(func() {
@@ -263,6 +274,7 @@ func load(duration time.Duration, concurrency int, do func(worker, n int) (int, 
 	}
 	wg.Wait()
 	r.elapsed = time.Since(start)
+	r.cpu = cpuTime() - cpuStart
 	slices.Sort(r.latencies)
 	return r
 }
@@ -352,6 +364,13 @@ func loadBody(path, name string) ([]byte, error) {
 		}
 	}
 	return nil, fmt.Errorf("no vector %q in %s", name, path)
+}
+
+// cpuTime is the user and system CPU time this process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
