@@ -1,6 +1,8 @@
 // Package contract checks HTTP requests and responses against api/openapi.yaml.
 //
-// A Validator is safe for concurrent use. It reads request and response
+// A Validator is safe for concurrent use: it checks one message at a time,
+// as libopenapi v0.36 renders schemas through shared state (the race
+// detector caught it under concurrent tests). It reads request and response
 // bodies to check them and puts an equivalent, unread body back, so a caller
 // can still read (or send) them afterwards.
 //
@@ -52,6 +54,7 @@ import (
 // Validator checks requests and responses against the OpenAPI document
 // embedded as api.OpenAPI.
 type Validator struct {
+	mu    sync.Mutex // serializes every use of v
 	v     validator.Validator
 	model *v3.Document
 }
@@ -138,6 +141,8 @@ func (e *Error) Error() string {
 // when r is valid and an *Error listing every violation otherwise. r.Body is
 // read and replaced by an unread copy.
 func (v *Validator) Request(r *http.Request) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
 	orig, getBody, contentLength := r.Body, r.GetBody, r.ContentLength
 	body, err := readBody(&r.Body)
 	defer func() {
@@ -160,6 +165,8 @@ func (v *Validator) Request(r *http.Request) error {
 // otherwise. resp.Body is read and replaced by an unread copy; r.Body is not
 // read.
 func (v *Validator) Response(r *http.Request, resp *http.Response) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
 	what := fmt.Sprintf("response %d to %s %s", resp.StatusCode, r.Method, r.URL.Path)
 	orig := resp.Body
 	body, err := readBody(&resp.Body)
