@@ -252,11 +252,13 @@ func idempotencyKey(r *http.Request) (string, error) {
 }
 
 func validIdempotencyKey(k string) bool {
-	if len(k) < 16 || len(k) > 128 {
-		return false
-	}
-	for i := 0; i < len(k); i++ {
-		c := k[i]
+	return len(k) >= 16 && len(k) <= 128 && plain(k)
+}
+
+// plain reports whether s holds only A-Z, a-z, 0-9, '.', '_', ':' and '-'.
+func plain(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == ':' || c == '-') {
 			return false
 		}

@@ -3,7 +3,9 @@
 //
 //   - POST /api/svc/v1/metrics with a 500-case body through the real server
 //     and a real PostgreSQL, against a bare net/http handler that only reads
-//     the same body and answers 200: throughput, p50 and p99 latency.
+//     the same body and answers 200: throughput, p50 and p99 latency. A
+//     third handler, which reads the body and runs json.Valid, shows what
+//     merely looking at the JSON once costs.
 //   - POST /api/svc/v1/sessions from many clients at once against a client
 //     with fewer credits than requests: opens per second, and a check that
 //     exactly the credits were spent, no more.
@@ -117,6 +119,21 @@ func run(duration time.Duration, concurrency int, vectorsPath, vectorName string
 		return false, err
 	}
 	defer stopBaseline()
+	// A reference between the two: read the body and check it is JSON, the
+	// least any handler that looks at the body does.
+	validURL, stopValid, err := serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if !json.Valid(b) {
+			http.Error(w, "invalid", http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{}`))
+	}))
+	if err != nil {
+		return false, err
+	}
+	defer stopValid()
 
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: concurrency}, Timeout: 30 * time.Second}
 	key, err := grant(ctx, store, "load-metrics", 1)
@@ -132,6 +149,9 @@ func run(duration time.Duration, concurrency int, vectorsPath, vectorName string
 	base := load(duration, concurrency, func(worker, n int) (int, error) {
 		return post(client, baselineURL+"/", "", "", body)
 	})
+	valid := load(duration, concurrency, func(worker, n int) (int, error) {
+		return post(client, validURL+"/", "", "", body)
+	})
 	if cpuProfile != "" {
 		f, err := os.Create(cpuProfile)
 		if err != nil {
@@ -145,6 +165,7 @@ func run(duration time.Duration, concurrency int, vectorsPath, vectorName string
 	})
 	pprof.StopCPUProfile()
 	fmt.Println(base.report("baseline: read body, 200"))
+	fmt.Println(valid.report("reference: + json.Valid"))
 	fmt.Println(api.report("evalmeter: POST metrics"))
 	ratio := api.throughput() / base.throughput()
 
@@ -161,6 +182,8 @@ func run(duration time.Duration, concurrency int, vectorsPath, vectorName string
 		}
 		fmt.Printf("%-62s %s\n", what, verdict)
 	}
+	fmt.Printf("%-62s %.0f%%\n", "reference (json.Valid only) throughput of the baseline", 100*valid.throughput()/base.throughput())
+	fmt.Printf("%-62s %.0f%%\n", "metrics throughput of the json.Valid reference", 100*api.throughput()/valid.throughput())
 	check(fmt.Sprintf("metrics throughput %.0f%% of the baseline (target ≥ 40%%)", 100*ratio), ratio >= 0.40)
 	check(fmt.Sprintf("metrics p99 %.1f ms at %d clients (target < 25 ms)", ms(api.percentile(99)), concurrency), api.percentile(99) < 25*time.Millisecond)
 	check(fmt.Sprintf("metrics requests failed: %d (target 0)", api.failed), api.failed == 0)

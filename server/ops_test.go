@@ -1,0 +1,84 @@
+package server_test
+
+import (
+	"bytes"
+	"crypto/rand"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/evalmeter/evalmeter/internal/credential"
+	"github.com/evalmeter/evalmeter/internal/pgtest"
+	"github.com/evalmeter/evalmeter/server"
+)
+
+// TestOps: /healthz, /readyz following PostgreSQL and draining, and the
+// API's Prometheus metrics on /metrics.
+func TestOps(t *testing.T) {
+	cluster := pgtest.NewCluster(t)
+	e := newEnvAt(t, cluster.NewDatabase(t))
+	registry := prometheus.NewRegistry()
+	tokens, _ := credential.NewTokenSigner(bytes.Repeat([]byte("k"), 32))
+	srv, err := server.New(server.Config{Ledger: e.store, Tokens: tokens, Now: e.clock.Now, Random: rand.Reader,
+		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Registry: registry})
+	if err != nil {
+		t.Fatal(err)
+	}
+	apiServer := httptest.NewServer(srv.Handler())
+	defer apiServer.Close()
+	a := &api{t: t, url: apiServer.URL, client: apiServer.Client()}
+	ops := &server.Ops{Ping: e.store.Ping, Gatherer: registry}
+	opsServer := httptest.NewServer(ops.Handler())
+	defer opsServer.Close()
+	get := func(path string) (int, string) {
+		resp, err := http.Get(opsServer.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+
+	key := e.grant("acme", 2, nil)
+	a.mustOpenSession(key, idem("ops"))
+	a.mustOpenSession(key, idem("ops")) // a replay
+	for _, path := range []string{"/healthz", "/readyz"} {
+		if status, body := get(path); status != 200 {
+			t.Errorf("%s: %d %s", path, status, body)
+		}
+	}
+	_, metrics := get("/metrics")
+	for _, want := range []string{
+		`evalmeter_sessions_opened_total 1`,
+		`evalmeter_idempotent_replays_total{operation="sessions"} 1`,
+		`evalmeter_http_requests_total{code="201",method="POST",route="sessions"} 2`,
+		`evalmeter_http_request_duration_seconds_bucket{code="201",route="sessions",le="+Inf"} 2`,
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+
+	if err := cluster.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if status, _ := get("/readyz"); status != http.StatusServiceUnavailable {
+		t.Errorf("/readyz with PostgreSQL down: %d", status)
+	}
+	if status, _ := get("/healthz"); status != 200 {
+		t.Errorf("/healthz with PostgreSQL down: %d (the process still serves)", status)
+	}
+	if err := cluster.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	ops.Drain()
+	if status, body := get("/readyz"); status != http.StatusServiceUnavailable || !strings.Contains(body, "draining") {
+		t.Errorf("/readyz while draining: %d %s", status, body)
+	}
+}
