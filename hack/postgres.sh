@@ -7,6 +7,7 @@
 #                                      database evalmeter and print its URL
 #   hack/postgres.sh stop DIR          stop it; success when it is not running
 #   hack/postgres.sh status DIR        print the URL and exit 0 when running, else exit 1
+#   hack/postgres.sh install           install the server programs when missing (as root, Debian)
 #
 # The URL is the only line on stdout, so `url=$(hack/postgres.sh start DIR)` works;
 # everything else goes to stderr. start is idempotent: when the cluster in DIR
@@ -26,7 +27,8 @@ die() {
 }
 usage() {
 	cat >&2 <<'EOF'
-usage: hack/postgres.sh start DIR [PORT]   start the cluster in DIR (default port 55432), print its URL
+usage: hack/postgres.sh install           make sure the PostgreSQL server programs are installed
+       hack/postgres.sh start DIR [PORT]   start the cluster in DIR (default port 55432), print its URL
        hack/postgres.sh stop DIR           stop the cluster in DIR
        hack/postgres.sh status DIR         print its URL and exit 0 when running, exit 1 otherwise
 EOF
@@ -114,6 +116,15 @@ set_dir() {
 	data=$dir/data
 }
 
+# ensure_binaries finds the PostgreSQL programs, installing them when it can.
+ensure_binaries() {
+	if ! find_binaries; then
+		install_postgresql && find_binaries ||
+			die "PostgreSQL server programs (initdb, pg_ctl) not found in PATH nor under /usr/lib/postgresql/*/bin; install PostgreSQL (Debian: apt-get install postgresql)"
+	fi
+	[ -n "$psql_bin" ] || die "psql not found beside $initdb_bin nor in PATH"
+}
+
 cmd_start() {
 	local port=${1:-$default_port}
 	[[ $port =~ ^[0-9]{1,5}$ ]] && ((10#$port >= 1 && 10#$port <= 65535)) || usage
@@ -122,11 +133,7 @@ cmd_start() {
 	mkdir -p "$dir"
 	set_dir "$dir"
 
-	if ! find_binaries; then
-		install_postgresql && find_binaries ||
-			die "PostgreSQL server programs (initdb, pg_ctl) not found in PATH nor under /usr/lib/postgresql/*/bin; install PostgreSQL (Debian: apt-get install postgresql)"
-	fi
-	[ -n "$psql_bin" ] || die "psql not found beside $initdb_bin nor in PATH"
+	ensure_binaries
 
 	if is_root; then
 		id postgres >/dev/null 2>&1 || die "running as root, but there is no postgres system user to run PostgreSQL as"
@@ -208,6 +215,13 @@ cmd_status() {
 	url "$p"
 }
 
+# install needs no DIR: CI runs it once before the tests, whose packages
+# would otherwise race for the dpkg lock.
+if [ "${1:-}" = install ] && [ $# -eq 1 ]; then
+	ensure_binaries
+	log "using $initdb_bin"
+	exit 0
+fi
 [ $# -ge 2 ] || usage
 cmd=$1 dir=$2
 shift 2
