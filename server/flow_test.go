@@ -2,14 +2,18 @@ package server_test
 
 import (
 	"bytes"
+	"crypto/rand"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	evalapi "github.com/evalmeter/evalmeter/api"
+	"github.com/evalmeter/evalmeter/internal/credential"
 	"github.com/evalmeter/evalmeter/internal/metrics"
+	"github.com/evalmeter/evalmeter/server"
 )
 
 // TestClientFlow walks a client through every endpoint: schema, a session
@@ -226,4 +230,50 @@ func jsonEqual(t *testing.T, a, b []byte) bool {
 	xa, _ := json.Marshal(x)
 	ya, _ := json.Marshal(y)
 	return bytes.Equal(xa, ya)
+}
+
+// TestPruneMetrics: a metrics result is replayable for 24 hours; the
+// background pruning then frees its key.
+func TestPruneMetrics(t *testing.T) {
+	e := newEnv(t)
+	a := e.api()
+	key := e.grant("acme", 3, nil)
+	s := a.mustOpenSession(key, idem("day-1"))
+	if r := a.postMetrics(s.Session.Token, idem("m"), exampleBody); r.status != http.StatusOK {
+		t.Fatalf("metrics: %d %s", r.status, r.body)
+	}
+
+	prune := func() {
+		srv, err := server.New(server.Config{Ledger: e.store, Tokens: mustSigner(t), Now: e.clock.Now, Random: rand.Reader,
+			Logger: slog.New(slog.NewJSONHandler(e.logs, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := server.PruneOnce(srv, t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	e.clock.Advance(23 * time.Hour)
+	prune()
+	s2 := a.mustOpenSession(key, idem("day-2"))
+	other := []byte(`{"run_id":"other","cases":[{"case_id":"a","status":"pass","latency_ms":1}]}`)
+	if r := a.postMetrics(s2.Session.Token, idem("m"), other); r.status != http.StatusConflict {
+		t.Errorf("after 23 h the key still holds its result: %d %s", r.status, r.body)
+	}
+	e.clock.Advance(2 * time.Hour)
+	prune()
+	s3 := a.mustOpenSession(key, idem("day-2-later"))
+	if r := a.postMetrics(s3.Session.Token, idem("m"), other); r.status != http.StatusOK || !strings.HasSuffix(string(r.body), `"idempotent_replay":false}`) {
+		t.Errorf("after 25 h the key is free again: %d %s", r.status, r.body)
+	}
+}
+
+func mustSigner(t *testing.T) *credential.TokenSigner {
+	t.Helper()
+	s, err := credential.NewTokenSigner(bytes.Repeat([]byte("k"), 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

@@ -120,11 +120,8 @@ func (s *Server) PruneMetrics(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		n, err := s.ledger.PruneMetrics(ctx, s.now().Add(-MetricsRetention))
-		if err != nil {
+		if err := s.pruneOnce(ctx); err != nil {
 			s.log.Warn("pruning metrics results", "error", err)
-		} else if n > 0 {
-			s.log.Info("pruned metrics results", "count", n)
 		}
 		select {
 		case <-ctx.Done():
@@ -132,6 +129,14 @@ func (s *Server) PruneMetrics(ctx context.Context, interval time.Duration) {
 		case <-t.C:
 		}
 	}
+}
+
+func (s *Server) pruneOnce(ctx context.Context) error {
+	n, err := s.ledger.PruneMetrics(ctx, s.now().Add(-MetricsRetention))
+	if n > 0 {
+		s.log.Info("pruned metrics results", "count", n)
+	}
+	return err
 }
 
 func schemaDocument() ([]byte, error) {
