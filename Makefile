@@ -33,8 +33,21 @@ verify-fmt: ## Fail when a file is not gofmt-formatted.
 vet: ## Run go vet.
 	$(GO) vet ./...
 
+.PHONY: generate
+generate: ## Generate the DeepCopy methods of the API types (controller-gen, pinned in go.mod).
+	$(GO) tool controller-gen object:headerFile="hack/boilerplate.go.txt" paths="./api/..."
+
+.PHONY: manifests
+manifests: ## Generate the CRD and RBAC manifests under config/ from the markers.
+	$(GO) tool controller-gen rbac:roleName=manager-role crd paths="./..." output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+
+.PHONY: verify-generated
+verify-generated: generate manifests ## Fail when the committed generated code or manifests are stale.
+	@git diff --exit-code -- api config || { echo "generated files are stale: run 'make generate manifests' and commit"; exit 1; }
+	@untracked=$$(git ls-files --others --exclude-standard -- api config); if [ -n "$$untracked" ]; then echo "generated files not committed: $$untracked"; exit 1; fi
+
 .PHONY: test
-test: verify-fmt vet unit fuzz ## Run every test: formatting, vet, unit tests (race detector), fuzzing.
+test: verify-fmt vet verify-generated unit fuzz ## Run every test: formatting, vet, generated files, unit and integration tests (race detector), fuzzing.
 
 .PHONY: unit
 unit: ## Run the unit tests with the race detector and coverage.
