@@ -50,8 +50,12 @@ verify-generated: generate manifests ## Fail when the committed generated code o
 test: verify-fmt vet verify-generated unit fuzz ## Run every test: formatting, vet, generated files, unit and integration tests (race detector), fuzzing.
 
 .PHONY: unit
-unit: ## Run the unit tests with the race detector and coverage.
-	$(GO) test -race -count=1 -coverprofile cover.out ./...
+unit: ## Run the unit and integration tests (real PostgreSQL, kube-apiserver and etcd) with the race detector and coverage.
+	KUBEBUILDER_ASSETS="$$(hack/envtest.sh)" $(GO) test -race -count=1 -coverprofile cover.out ./...
+
+.PHONY: envtest
+envtest: ## Build the kube-apiserver and etcd of envtest from source, once (cached in bin/k8s); print their directory.
+	@hack/envtest.sh
 
 .PHONY: fuzz
 fuzz: ## Fuzz the metrics engine for FUZZTIME (default 20s) against the JSON Schema and gowebpki/jcs.

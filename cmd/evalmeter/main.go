@@ -14,6 +14,8 @@ const usage = `evalmeter: deterministic metrics for customer-run AI-agent evalua
 
 Usage:
   evalmeter api [flags]      serve the API (see evalmeter api -h)
+  evalmeter controller [flags]
+                             run the operator: ClientAgreements to API keys and credits
   evalmeter migrate          apply the database migrations
   evalmeter clients grant --client-id ID --hours N [--valid-until RFC3339] [--rotate-key]
                              create or update a client in PostgreSQL; prints a new API key once
@@ -39,6 +41,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "api":
 		return serveAPI(args[1:], stderr)
+	case "controller":
+		return runController(args[1:], stderr)
 	case "migrate":
 		return migrate(args[1:], stderr)
 	case "clients":

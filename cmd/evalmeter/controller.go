@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	evalmeterv1alpha1 "github.com/evalmeter/evalmeter/api/v1alpha1"
+	"github.com/evalmeter/evalmeter/controllers"
+	"github.com/evalmeter/evalmeter/internal/ledger"
+)
+
+// runController runs the operator until SIGTERM or SIGINT.
+func runController(args []string, stderr io.Writer) int {
+	fs := newFlagSet("controller", "controller [flags]", stderr)
+	dbURL := fs.String("database-url", envOr("DATABASE_URL", ""), "PostgreSQL URL (env DATABASE_URL)")
+	metricsAddr := fs.String("metrics-bind-address", envOr("EVALMETER_METRICS_ADDR", "0"), "address of the Prometheus metrics endpoint; 0 disables it")
+	probeAddr := fs.String("health-probe-bind-address", envOr("EVALMETER_PROBE_ADDR", ":8081"), "address of /healthz and /readyz")
+	leaderElect := fs.Bool("leader-elect", envBool("EVALMETER_LEADER_ELECT"), "elect a leader, so that only one replica reconciles")
+	namespaces := fs.String("watch-namespaces", envOr("EVALMETER_WATCH_NAMESPACES", ""), "comma-separated namespaces to watch; empty for all")
+	resync := fs.Duration("resync", time.Minute, "how often each agreement's ledger figures are refreshed")
+	dbTimeout := fs.Duration("db-timeout", ledger.DefaultTimeout, "bound on every database statement")
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(fs)
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
+		return 2
+	}
+	if *dbURL == "" {
+		return failf(stderr, "controller: set DATABASE_URL (or --database-url) to the PostgreSQL URL")
+	}
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts), zap.WriteTo(stderr)))
+	if err := controller(ctrl.SetupSignalHandler(), controllerConfig{
+		databaseURL: *dbURL, metricsAddr: *metricsAddr, probeAddr: *probeAddr, leaderElect: *leaderElect,
+		namespaces: *namespaces, resync: *resync, dbTimeout: *dbTimeout,
+	}); err != nil {
+		ctrl.Log.Error(err, "controller stopped")
+		return 1
+	}
+	return 0
+}
+
+type controllerConfig struct {
+	databaseURL, metricsAddr, probeAddr string
+	leaderElect                         bool
+	namespaces                          string
+	resync, dbTimeout                   time.Duration
+}
+
+func controller(ctx context.Context, cfg controllerConfig) error {
+	mctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	err := ledger.Migrate(mctx, cfg.databaseURL)
+	cancel()
+	if err != nil {
+		return err
+	}
+	store, err := ledger.Open(ctx, cfg.databaseURL, cfg.dbTimeout)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := evalmeterv1alpha1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	var cacheOpts cache.Options
+	if cfg.namespaces != "" {
+		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range strings.Split(cfg.namespaces, ",") {
+			cacheOpts.DefaultNamespaces[strings.TrimSpace(ns)] = cache.Config{}
+		}
+	}
+	restConfig, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("Kubernetes configuration: %w", err)
+	}
+	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
+		Scheme:                 scheme,
+		Cache:                  cacheOpts,
+		Metrics:                metricsserver.Options{BindAddress: cfg.metricsAddr},
+		HealthProbeBindAddress: cfg.probeAddr,
+		LeaderElection:         cfg.leaderElect,
+		LeaderElectionID:       "evalmeter-controller.evalmeter.io",
+	})
+	if err != nil {
+		return err
+	}
+	if err := (&controllers.ClientAgreementReconciler{
+		Client:   mgr.GetClient(),
+		Ledger:   store,
+		Recorder: mgr.GetEventRecorder("evalmeter-controller"),
+		Now:      time.Now,
+		Random:   rand.Reader,
+		Resync:   cfg.resync,
+	}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("ledger", func(r *http.Request) error { return store.Ping(r.Context()) }); err != nil {
+		return err
+	}
+	return mgr.Start(ctx)
+}

@@ -1,0 +1,341 @@
+package controllers_test
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	evalmeterv1alpha1 "github.com/evalmeter/evalmeter/api/v1alpha1"
+	"github.com/evalmeter/evalmeter/controllers"
+	"github.com/evalmeter/evalmeter/internal/credential"
+	"github.com/evalmeter/evalmeter/internal/ledger"
+)
+
+const wait = 20 * time.Second
+
+func agreement(ns, name, clientID string, hours int32) *evalmeterv1alpha1.ClientAgreement {
+	return &evalmeterv1alpha1.ClientAgreement{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       evalmeterv1alpha1.ClientAgreementSpec{ClientID: clientID, AllocatedHours: hours, OrderReference: "PO-test"},
+	}
+}
+
+func get(t *testing.T, ns, name string) *evalmeterv1alpha1.ClientAgreement {
+	t.Helper()
+	var ca evalmeterv1alpha1.ClientAgreement
+	if err := k8sClient.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &ca); err != nil {
+		t.Fatal(err)
+	}
+	return &ca
+}
+
+// apiKey reads the key from the agreement's Secret.
+func apiKey(ns, name string) (string, error) {
+	var s corev1.Secret
+	if err := k8sClient.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: controllers.APIKeySecretName(name)}, &s); err != nil {
+		return "", err
+	}
+	return string(s.Data[controllers.APIKeySecretKey]), nil
+}
+
+// phase waits for an agreement's phase, with its status for the given generation.
+func phase(t *testing.T, ns, name string, want evalmeterv1alpha1.Phase) *evalmeterv1alpha1.ClientAgreement {
+	t.Helper()
+	var ca *evalmeterv1alpha1.ClientAgreement
+	eventually(t, wait, fmt.Sprintf("%s/%s phase %s", ns, name, want), func() error {
+		ca = get(t, ns, name)
+		if ca.Status.Phase != want || ca.Status.ObservedGeneration != ca.Generation {
+			return fmt.Errorf("phase %q at generation %d of %d", ca.Status.Phase, ca.Status.ObservedGeneration, ca.Generation)
+		}
+		return nil
+	})
+	return ca
+}
+
+func TestProvision(t *testing.T) {
+	ns := namespace(t)
+	ctx := context.Background()
+	if err := k8sClient.Create(ctx, agreement(ns, "acme", "acme-provision", 5)); err != nil {
+		t.Fatal(err)
+	}
+	ca := phase(t, ns, "acme", evalmeterv1alpha1.PhaseActive)
+
+	key, err := apiKey(ns, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hash, err := credential.HashAPIKey(key)
+	if err != nil {
+		t.Fatalf("the Secret holds no valid key: %v", err)
+	}
+	client, err := store.ClientByKey(ctx, hash)
+	if err != nil || client.ID != "acme-provision" || client.AllocatedHours != 5 {
+		t.Errorf("ledger: %+v, %v", client, err)
+	}
+	ready := meta.FindStatusCondition(ca.Status.Conditions, evalmeterv1alpha1.ConditionReady)
+	s := ca.Status
+	if ready == nil || ready.Status != metav1.ConditionTrue || ready.ObservedGeneration != ca.Generation ||
+		s.ConsumedHours != 0 || s.RemainingHours != 5 || s.APIKeyFingerprint != hash.Fingerprint() ||
+		s.APIKeySecretName != "acme-api-key" || !strings.Contains(ca.Finalizers[0], "evalmeter.io") {
+		t.Errorf("status %+v, finalizers %v", s, ca.Finalizers)
+	}
+	if strings.Contains(fmt.Sprint(ca.Status), key) {
+		t.Error("the status reveals the key")
+	}
+	var secret corev1.Secret
+	if err := k8sClient.Get(ctx, objectKey(ns, "acme-api-key"), &secret); err != nil {
+		t.Fatal(err)
+	}
+	if len(secret.OwnerReferences) != 1 || secret.OwnerReferences[0].Name != "acme" || secret.OwnerReferences[0].Controller == nil {
+		t.Errorf("the Secret is not owned by its agreement: %+v", secret.OwnerReferences)
+	}
+
+	// Sessions consumed in the ledger show in the status at the next resync.
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	id, _ := credential.NewSessionID(rand.Reader)
+	if _, _, err := store.OpenSession(ctx, "test-session-0000001", ledger.Session{ID: id, ClientID: "acme-provision", IssuedAt: now, ExpiresAt: now.Add(time.Hour), TokenKeyID: "k"}, "test"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, wait, "consumption in the status", func() error {
+		s := get(t, ns, "acme").Status
+		if s.ConsumedHours != 1 || s.RemainingHours != 4 || s.ActiveSessions != 1 {
+			return fmt.Errorf("%+v", s)
+		}
+		return nil
+	})
+
+	// Raising the allocation grows what remains.
+	ca = get(t, ns, "acme")
+	ca.Spec.AllocatedHours = 8
+	if err := k8sClient.Update(ctx, ca); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, wait, "raised allocation", func() error {
+		s := get(t, ns, "acme").Status
+		if s.RemainingHours != 7 {
+			return fmt.Errorf("remaining %d", s.RemainingHours)
+		}
+		return nil
+	})
+	if c, _ := store.Client(ctx, "acme-provision"); c.AllocatedHours != 8 {
+		t.Errorf("ledger allocation %d, want 8", c.AllocatedHours)
+	}
+
+	// Lowering it to what is consumed exhausts the agreement.
+	ca = get(t, ns, "acme")
+	ca.Spec.AllocatedHours = 1
+	if err := k8sClient.Update(ctx, ca); err != nil {
+		t.Fatal(err)
+	}
+	phase(t, ns, "acme", evalmeterv1alpha1.PhaseExhausted)
+}
+
+func objectKey(ns, name string) client.ObjectKey { return client.ObjectKey{Namespace: ns, Name: name} }
+
+func TestExpiry(t *testing.T) {
+	ns := namespace(t)
+	ctx := context.Background()
+	ca := agreement(ns, "shortlived", "acme-expiry", 3)
+	ca.Spec.ValidUntil = &metav1.Time{Time: time.Now().Add(3 * time.Second)}
+	if err := k8sClient.Create(ctx, ca); err != nil {
+		t.Fatal(err)
+	}
+	phase(t, ns, "shortlived", evalmeterv1alpha1.PhaseActive)
+	key, _ := apiKey(ns, "shortlived")
+	hash, _ := credential.HashAPIKey(key)
+	// The controller comes back at validUntil on its own (the resync is 2 s;
+	// the point is that the phase turns within seconds of the end).
+	ca = phase(t, ns, "shortlived", evalmeterv1alpha1.PhaseExpired)
+	if r := meta.FindStatusCondition(ca.Status.Conditions, evalmeterv1alpha1.ConditionReady); r == nil || r.Reason != "Expired" {
+		t.Errorf("Ready condition %+v", r)
+	}
+	// The API answers 403 to the key: the ledger says the agreement ended.
+	c, err := store.ClientByKey(ctx, hash)
+	if err != nil || !c.Expired(time.Now()) {
+		t.Errorf("the ledger's client %+v (%v) is not expired", c, err)
+	}
+}
+
+func TestRotation(t *testing.T) {
+	ns := namespace(t)
+	ctx := context.Background()
+	if err := k8sClient.Create(ctx, agreement(ns, "rot", "acme-rotation", 2)); err != nil {
+		t.Fatal(err)
+	}
+	before := phase(t, ns, "rot", evalmeterv1alpha1.PhaseActive).Status.APIKeyFingerprint
+	oldKey, _ := apiKey(ns, "rot")
+	oldHash, _ := credential.HashAPIKey(oldKey)
+
+	newKey, _ := credential.NewAPIKey(rand.Reader)
+	newHash, _ := credential.HashAPIKey(newKey)
+	var secret corev1.Secret
+	if err := k8sClient.Get(ctx, objectKey(ns, "rot-api-key"), &secret); err != nil {
+		t.Fatal(err)
+	}
+	secret.Data = map[string][]byte{controllers.APIKeySecretKey: []byte(newKey)}
+	if err := k8sClient.Update(ctx, &secret); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, wait, "rotation", func() error {
+		if _, err := store.ClientByKey(ctx, newHash); err != nil {
+			return fmt.Errorf("new key: %v", err)
+		}
+		if _, err := store.ClientByKey(ctx, oldHash); !errors.Is(err, ledger.ErrNotFound) {
+			return fmt.Errorf("old key still active: %v", err)
+		}
+		if fp := get(t, ns, "rot").Status.APIKeyFingerprint; fp != newHash.Fingerprint() || fp == before {
+			return fmt.Errorf("fingerprint %s", fp)
+		}
+		return nil
+	})
+
+	// A Secret that holds no valid key changes nothing in the ledger.
+	if err := k8sClient.Get(ctx, objectKey(ns, "rot-api-key"), &secret); err != nil {
+		t.Fatal(err)
+	}
+	secret.Data = map[string][]byte{controllers.APIKeySecretKey: []byte("not-a-key")}
+	if err := k8sClient.Update(ctx, &secret); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, wait, "InvalidAPIKey reported", func() error {
+		r := meta.FindStatusCondition(get(t, ns, "rot").Status.Conditions, evalmeterv1alpha1.ConditionReady)
+		if r == nil || r.Reason != "InvalidAPIKey" {
+			return fmt.Errorf("Ready %+v", r)
+		}
+		return nil
+	})
+	if _, err := store.ClientByKey(ctx, newHash); err != nil {
+		t.Errorf("the last valid key was revoked by an invalid Secret: %v", err)
+	}
+}
+
+func TestDelete(t *testing.T) {
+	ns := namespace(t)
+	ctx := context.Background()
+	if err := k8sClient.Create(ctx, agreement(ns, "gone", "acme-delete", 2)); err != nil {
+		t.Fatal(err)
+	}
+	phase(t, ns, "gone", evalmeterv1alpha1.PhaseActive)
+	key, _ := apiKey(ns, "gone")
+	hash, _ := credential.HashAPIKey(key)
+	if err := k8sClient.Delete(ctx, get(t, ns, "gone")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, wait, "agreement gone", func() error {
+		var ca evalmeterv1alpha1.ClientAgreement
+		if err := k8sClient.Get(ctx, objectKey(ns, "gone"), &ca); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("still there (finalizers %v): %v", ca.Finalizers, err)
+		}
+		return nil
+	})
+	if _, err := store.ClientByKey(ctx, hash); !errors.Is(err, ledger.ErrNotFound) {
+		t.Errorf("the key still works after the delete: %v", err)
+	}
+	if c, err := store.Client(ctx, "acme-delete"); err != nil || c.AllocatedHours != 2 {
+		t.Errorf("the ledger rows must stay: %+v, %v", c, err)
+	}
+}
+
+func TestConflict(t *testing.T) {
+	first, second := namespace(t), namespace(t)
+	ctx := context.Background()
+	if err := k8sClient.Create(ctx, agreement(first, "a", "acme-conflict", 2)); err != nil {
+		t.Fatal(err)
+	}
+	phase(t, first, "a", evalmeterv1alpha1.PhaseActive)
+	time.Sleep(1100 * time.Millisecond) // creation timestamps have second resolution
+	if err := k8sClient.Create(ctx, agreement(second, "b", "acme-conflict", 9)); err != nil {
+		t.Fatal(err)
+	}
+	ca := phase(t, second, "b", evalmeterv1alpha1.PhaseConflict)
+	if r := meta.FindStatusCondition(ca.Status.Conditions, evalmeterv1alpha1.ConditionReady); r == nil || r.Reason != "Conflict" {
+		t.Errorf("Ready %+v", r)
+	}
+	if c, _ := store.Client(ctx, "acme-conflict"); c.AllocatedHours != 2 {
+		t.Errorf("the later agreement was applied: allocation %d", c.AllocatedHours)
+	}
+	if _, err := apiKey(second, "b"); !apierrors.IsNotFound(err) {
+		t.Errorf("the later agreement got a Secret: %v", err)
+	}
+
+	// When the holder goes, the other takes the clientID over.
+	if err := k8sClient.Delete(ctx, get(t, first, "a")); err != nil {
+		t.Fatal(err)
+	}
+	phase(t, second, "b", evalmeterv1alpha1.PhaseActive)
+	if c, _ := store.Client(ctx, "acme-conflict"); c.AllocatedHours != 9 {
+		t.Errorf("allocation %d after the takeover, want 9", c.AllocatedHours)
+	}
+}
+
+// TestValidation: the API server itself refuses invalid agreements.
+func TestValidation(t *testing.T) {
+	ns := namespace(t)
+	ctx := context.Background()
+	for _, bad := range []*evalmeterv1alpha1.ClientAgreement{
+		agreement(ns, "upper", "Acme", 1),
+		agreement(ns, "dash", "-acme", 1),
+		agreement(ns, "long", strings.Repeat("a", 64), 1),
+		agreement(ns, "negative", "acme-negative", -1),
+	} {
+		if err := k8sClient.Create(ctx, bad); !apierrors.IsInvalid(err) {
+			t.Errorf("%s: %v, want Invalid", bad.Name, err)
+		}
+	}
+	ok := agreement(ns, "ok", "acme-validation", 1)
+	if err := k8sClient.Create(ctx, ok); err != nil {
+		t.Fatal(err)
+	}
+	phase(t, ns, "ok", evalmeterv1alpha1.PhaseActive) // the finalizer is in
+	ok = get(t, ns, "ok")
+	ok.Spec.ClientID = "acme-other"
+	err := k8sClient.Update(ctx, ok)
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "clientID is immutable") {
+		t.Errorf("changing clientID: %v, want the CEL rule's refusal", err)
+	}
+}
+
+// TestLedgerDown: with PostgreSQL stopped the agreement reports it and the
+// reconciler retries; once it is back the agreement is provisioned.
+func TestLedgerDown(t *testing.T) {
+	ns := namespace(t)
+	ctx := context.Background()
+	if err := pg.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	restarted := false
+	defer func() {
+		if !restarted {
+			pg.Restart()
+		}
+	}()
+	if err := k8sClient.Create(ctx, agreement(ns, "wait", "acme-ledger-down", 3)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, wait, "LedgerReachable=False", func() error {
+		ca := get(t, ns, "wait")
+		c := meta.FindStatusCondition(ca.Status.Conditions, evalmeterv1alpha1.ConditionLedgerReachable)
+		if c == nil || c.Status != metav1.ConditionFalse || ca.Status.Phase != evalmeterv1alpha1.PhasePending {
+			return fmt.Errorf("phase %q, condition %+v", ca.Status.Phase, c)
+		}
+		return nil
+	})
+	if err := pg.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	restarted = true
+	ca := phase(t, ns, "wait", evalmeterv1alpha1.PhaseActive)
+	if c := meta.FindStatusCondition(ca.Status.Conditions, evalmeterv1alpha1.ConditionLedgerReachable); c == nil || c.Status != metav1.ConditionTrue {
+		t.Errorf("LedgerReachable %+v after recovery", c)
+	}
+}

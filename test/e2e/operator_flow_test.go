@@ -1,0 +1,253 @@
+// Package e2e runs evalmeter as its users do: processes, kubectl, HTTP.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/evalmeter/evalmeter/internal/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+const repo = "../.."
+
+// TestOperatorFlow: an operator installs the CRD and applies the sample
+// agreement with kubectl; the controller and the API run as processes; the
+// client takes its key from the Secret, opens a session, posts metrics and
+// reads its usage; the agreement's status shows the credit consumed.
+func TestOperatorFlow(t *testing.T) {
+	kubectl, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Fatal("kubectl is needed for this test (Debian: apt-get install kubernetes-client)")
+	}
+	bin := buildEvalmeter(t)
+	kubeconfig := startAPIServer(t)
+	databaseURL := pgtest.NewDatabase(t)
+
+	run := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(kubectl, append([]string{"--kubeconfig", kubeconfig}, args...)...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+		}
+		return string(out)
+	}
+	run("apply", "-k", filepath.Join(repo, "config", "crd"))
+	run("wait", "--for=condition=Established", "crd/clientagreements.evalmeter.io", "--timeout=60s")
+	// The whole operator install must be valid for this API server too; a
+	// dry run creates no namespace, so that one is made first.
+	run("create", "namespace", "evalmeter-system")
+	run("apply", "--dry-run=server", "-k", filepath.Join(repo, "config", "default"))
+
+	apiAddr, opsAddr, probeAddr := freeAddr(t), freeAddr(t), freeAddr(t)
+	start(t, bin, []string{"DATABASE_URL=" + databaseURL, "KUBECONFIG=" + kubeconfig},
+		"controller", "--resync=1s", "--health-probe-bind-address="+probeAddr)
+	waitHTTP(t, "http://"+probeAddr+"/readyz")
+	start(t, bin, []string{"DATABASE_URL=" + databaseURL, "EVALMETER_TOKEN_SECRET=" + strings.Repeat("e2e-secret-", 4)},
+		"api", "--addr="+apiAddr, "--ops-addr="+opsAddr)
+	waitHTTP(t, "http://"+opsAddr+"/readyz")
+
+	run("create", "namespace", "clients")
+	run("apply", "-n", "clients", "-k", filepath.Join(repo, "config", "samples"))
+
+	// The operator hands the key over from the Secret.
+	var key string
+	eventually(t, 30*time.Second, "the API key Secret", func() error {
+		cmd := exec.Command(kubectl, "--kubeconfig", kubeconfig, "-n", "clients", "get", "secret", "acme-api-key", "-o", "jsonpath={.data.api-key}")
+		out, err := cmd.Output()
+		if err != nil || len(out) == 0 {
+			return fmt.Errorf("not yet: %v", err)
+		}
+		b, err := base64.StdEncoding.DecodeString(string(out))
+		key = string(b)
+		return err
+	})
+
+	api := "http://" + apiAddr + "/api/svc/v1"
+	status, body := call(t, "POST", api+"/sessions", key, "operator-flow-session-1", nil)
+	if status != http.StatusCreated {
+		t.Fatalf("open session: %d %s", status, body)
+	}
+	var session struct {
+		Session struct{ Token string } `json:"session"`
+	}
+	json.Unmarshal(body, &session)
+	example, err := os.ReadFile(filepath.Join(repo, "api", "examples", "metrics-request.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status, body := call(t, "POST", api+"/metrics", session.Session.Token, "operator-flow-metrics-1", example); status != http.StatusOK ||
+		!strings.Contains(string(body), `"case_count":3`) {
+		t.Fatalf("metrics: %d %s", status, body)
+	}
+	status, body = call(t, "GET", api+"/usage", key, "", nil)
+	if status != http.StatusOK || !strings.Contains(string(body), `"consumed_hours":1`) || !strings.Contains(string(body), `"remaining_hours":9`) {
+		t.Fatalf("usage: %d %s", status, body)
+	}
+
+	eventually(t, 30*time.Second, "the agreement's status", func() error {
+		out := run("-n", "clients", "get", "clientagreement", "acme", "-o", "jsonpath={.status.phase} {.status.consumedHours} {.status.remainingHours}")
+		if out != "Active 1 9" {
+			return fmt.Errorf("phase, consumed, remaining = %q", out)
+		}
+		return nil
+	})
+	table := run("-n", "clients", "get", "cla")
+	for _, column := range []string{"CLIENT", "ALLOCATED", "CONSUMED", "REMAINING", "VALID-UNTIL", "PHASE", "AGE", "acme"} {
+		if !strings.Contains(table, column) {
+			t.Errorf("kubectl get cla lacks %s:\n%s", column, table)
+		}
+	}
+
+	// Deleting the agreement revokes the key: 401 from then on.
+	run("-n", "clients", "delete", "clientagreement", "acme", "--wait", "--timeout=60s")
+	if status, body := call(t, "GET", api+"/usage", key, "", nil); status != http.StatusUnauthorized {
+		t.Errorf("usage after the agreement was deleted: %d %s", status, body)
+	}
+}
+
+func buildEvalmeter(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "evalmeter")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/evalmeter")
+	cmd.Dir = repo
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// startAPIServer starts kube-apiserver and etcd (envtest, no CRDs) and
+// returns the path of an administrator's kubeconfig.
+func startAPIServer(t *testing.T) string {
+	t.Helper()
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	if assets == "" {
+		out, err := exec.Command(filepath.Join(repo, "hack", "envtest.sh")).Output()
+		if err != nil {
+			t.Fatalf("hack/envtest.sh: %v", err)
+		}
+		assets = strings.TrimSpace(string(out))
+	}
+	env := &envtest.Environment{BinaryAssetsDirectory: assets}
+	if _, err := env.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { env.Stop() })
+	user, err := env.AddUser(envtest.User{Name: "operator", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	config, err := user.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(path, config, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// start runs evalmeter with args until the test ends, then stops it with
+// SIGTERM; its output is shown if the test fails.
+func start(t *testing.T, bin string, env []string, args ...string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = 20 * time.Second
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		err := cmd.Wait()
+		if t.Failed() {
+			t.Logf("evalmeter %s (%v):\n%s", args[0], err, out.String())
+		}
+	})
+}
+
+func call(t *testing.T, method, url, bearer, idemKey string, body []byte) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+bearer)
+	if idemKey != "" {
+		req.Header.Set("Idempotency-Key", idemKey)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func waitHTTP(t *testing.T, url string) {
+	t.Helper()
+	eventually(t, 60*time.Second, url, func() error {
+		resp, err := http.Get(url)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("status %d", resp.StatusCode)
+		}
+		return nil
+	})
+}
+
+func eventually(t *testing.T, timeout time.Duration, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s: %v", what, timeout, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
