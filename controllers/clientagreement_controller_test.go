@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -92,6 +93,10 @@ func TestProvision(t *testing.T) {
 	if strings.Contains(fmt.Sprint(ca.Status), key) {
 		t.Error("the status reveals the key")
 	}
+	if status := usageStatus(t, key); status != http.StatusOK {
+		t.Errorf("GET /usage with the Secret's key: %d", status)
+	}
+	event(t, ns, "acme", "Provisioned")
 	var secret corev1.Secret
 	if err := k8sClient.Get(ctx, objectKey(ns, "acme-api-key"), &secret); err != nil {
 		t.Fatal(err)
@@ -159,11 +164,13 @@ func TestExpiry(t *testing.T) {
 	if r := meta.FindStatusCondition(ca.Status.Conditions, evalmeterv1alpha1.ConditionReady); r == nil || r.Reason != "Expired" {
 		t.Errorf("Ready condition %+v", r)
 	}
-	// The API answers 403 to the key: the ledger says the agreement ended.
-	c, err := store.ClientByKey(ctx, hash)
-	if err != nil || !c.Expired(time.Now()) {
-		t.Errorf("the ledger's client %+v (%v) is not expired", c, err)
+	if status := usageStatus(t, key); status != http.StatusForbidden {
+		t.Errorf("GET /usage after validUntil: %d, want 403", status)
 	}
+	if _, err := store.ClientByKey(ctx, hash); err != nil {
+		t.Errorf("the key of an expired agreement must still be known (403, not 401): %v", err)
+	}
+	event(t, ns, "shortlived", "Expired")
 }
 
 func TestRotation(t *testing.T) {
@@ -198,6 +205,10 @@ func TestRotation(t *testing.T) {
 		}
 		return nil
 	})
+	if old, now := usageStatus(t, oldKey), usageStatus(t, newKey); old != http.StatusUnauthorized || now != http.StatusOK {
+		t.Errorf("after rotation: old key %d (want 401), new key %d (want 200)", old, now)
+	}
+	event(t, ns, "rot", "Rotated")
 
 	// A Secret that holds no valid key changes nothing in the ledger.
 	if err := k8sClient.Get(ctx, objectKey(ns, "rot-api-key"), &secret); err != nil {
@@ -227,7 +238,9 @@ func TestDelete(t *testing.T) {
 	}
 	phase(t, ns, "gone", evalmeterv1alpha1.PhaseActive)
 	key, _ := apiKey(ns, "gone")
-	hash, _ := credential.HashAPIKey(key)
+	if status := usageStatus(t, key); status != http.StatusOK {
+		t.Fatalf("GET /usage before the delete: %d", status)
+	}
 	if err := k8sClient.Delete(ctx, get(t, ns, "gone")); err != nil {
 		t.Fatal(err)
 	}
@@ -238,8 +251,8 @@ func TestDelete(t *testing.T) {
 		}
 		return nil
 	})
-	if _, err := store.ClientByKey(ctx, hash); !errors.Is(err, ledger.ErrNotFound) {
-		t.Errorf("the key still works after the delete: %v", err)
+	if status := usageStatus(t, key); status != http.StatusUnauthorized {
+		t.Errorf("GET /usage after the delete: %d, want 401", status)
 	}
 	if c, err := store.Client(ctx, "acme-delete"); err != nil || c.AllocatedHours != 2 {
 		t.Errorf("the ledger rows must stay: %+v, %v", c, err)

@@ -4,6 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +17,7 @@ import (
 
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -25,8 +30,10 @@ import (
 
 	evalmeterv1alpha1 "github.com/evalmeter/evalmeter/api/v1alpha1"
 	"github.com/evalmeter/evalmeter/controllers"
+	"github.com/evalmeter/evalmeter/internal/credential"
 	"github.com/evalmeter/evalmeter/internal/ledger"
 	"github.com/evalmeter/evalmeter/internal/pgtest"
+	"github.com/evalmeter/evalmeter/server"
 )
 
 // The suite runs one real kube-apiserver and etcd (envtest), one
@@ -37,6 +44,7 @@ var (
 	store     *ledger.Store
 	pg        *pgtest.Cluster
 	dbURL     string
+	apiURL    string // the evalmeter API on the same ledger, for 401 and 403
 )
 
 func TestMain(m *testing.M) {
@@ -115,6 +123,21 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	tokens, err := credential.NewTokenSigner([]byte(strings.Repeat("controller-suite", 2)))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	srv, err := server.New(server.Config{Ledger: store, Tokens: tokens, Now: time.Now, Random: rand.Reader,
+		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	api := httptest.NewServer(srv.Handler())
+	defer api.Close()
+	apiURL = api.URL + "/api/svc/v1"
+
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
 	code := m.Run()
@@ -151,6 +174,36 @@ func namespace(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return ns.Name
+}
+
+// usageStatus is the status of GET /usage with key.
+func usageStatus(t *testing.T, key string) int {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, apiURL+"/usage", nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// event waits for an event with reason about the agreement ns/name.
+func event(t *testing.T, ns, name, reason string) {
+	t.Helper()
+	eventually(t, wait, "event "+reason, func() error {
+		var list eventsv1.EventList
+		if err := k8sClient.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		for _, e := range list.Items {
+			if e.Regarding.Name == name && e.Reason == reason {
+				return nil
+			}
+		}
+		return fmt.Errorf("%d events, none %s", len(list.Items), reason)
+	})
 }
 
 // eventually polls check until it returns nil or the time is up.
