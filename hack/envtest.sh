@@ -9,6 +9,7 @@
 #
 #   bin/k8s/<k8s version>-<goos>-<goarch>/kube-apiserver    e.g. bin/k8s/1.36.3-linux-amd64
 #   bin/k8s/<k8s version>-<goos>-<goarch>/etcd
+#   bin/k8s/<k8s version>-<goos>-<goarch>/kubectl           (for the operator's flow test)
 #
 # (setup-envtest's layout) and prints that directory's absolute path: the only line on
 # stdout; everything else goes to stderr. The first build takes minutes; later runs only
@@ -84,24 +85,40 @@ fi
 
 build_env=(env GOWORK=off GOFLAGS='-mod=readonly -buildvcs=false' CGO_ENABLED=0 GOOS="$goos" GOARCH="$goarch")
 
+# As Kubernetes' hack/lib/version.sh does, for both version packages; without it
+# /version and --version report v0.0.0.
+k8s_ldflags=(-s -w)
+for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+	k8s_ldflags+=(
+		-X "$pkg.gitVersion=$k8s_version" -X "$pkg.gitMajor=1" -X "$pkg.gitMinor=$k8s_minor"
+		-X "$pkg.gitCommit=" -X "$pkg.gitTreeState=clean"
+	)
+done
+
+# build_k8s NAME: builds k8s.io/kubernetes/cmd/NAME into dir.
+build_k8s() {
+	(cd "$tools/kube-apiserver" && "${build_env[@]}" "$go" build -trimpath -ldflags "${k8s_ldflags[*]}" \
+		-o "$dir/.$1.tmp" "k8s.io/kubernetes/cmd/$1")
+	mv -f "$dir/.$1.tmp" "$dir/$1"
+}
+
 if ! current kube-apiserver "$apiserver_want"; then
 	log "building kube-apiserver $k8s_version into $dir (a few minutes the first time)"
 	start=$SECONDS
-	# As Kubernetes' hack/lib/version.sh does, for both version packages; without it
-	# /version and --version report v0.0.0.
-	ldflags=(-s -w)
-	for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-		ldflags+=(
-			-X "$pkg.gitVersion=$k8s_version" -X "$pkg.gitMajor=1" -X "$pkg.gitMinor=$k8s_minor"
-			-X "$pkg.gitCommit=" -X "$pkg.gitTreeState=clean"
-		)
-	done
-	(cd "$tools/kube-apiserver" && "${build_env[@]}" "$go" build -trimpath -ldflags "${ldflags[*]}" \
-		-o "$dir/.kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver)
-	mv -f "$dir/.kube-apiserver.tmp" "$dir/kube-apiserver"
+	build_k8s kube-apiserver
 	log "built kube-apiserver in $((SECONDS - start))s"
 	current kube-apiserver "$apiserver_want" ||
 		die "$dir/kube-apiserver --version does not report '$apiserver_want'"
+fi
+
+# kubectl of the same version, for the operator's flow test: no machine needs one.
+if ! { [ -x "$dir/kubectl" ] && "$dir/kubectl" version --client 2>/dev/null | grep -qxF "Client Version: $k8s_version"; }; then
+	log "building kubectl $k8s_version into $dir"
+	start=$SECONDS
+	build_k8s kubectl
+	log "built kubectl in $((SECONDS - start))s"
+	"$dir/kubectl" version --client | grep -qxF "Client Version: $k8s_version" ||
+		die "$dir/kubectl version --client does not report $k8s_version"
 fi
 
 if ! current etcd "$etcd_want"; then

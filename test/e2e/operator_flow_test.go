@@ -31,12 +31,16 @@ const repo = "../.."
 // client takes its key from the Secret, opens a session, posts metrics and
 // reads its usage; the agreement's status shows the credit consumed.
 func TestOperatorFlow(t *testing.T) {
-	kubectl, err := exec.LookPath("kubectl")
-	if err != nil {
-		t.Fatal("kubectl is needed for this test (Debian: apt-get install kubernetes-client)")
+	assets := envtestAssets(t)
+	// hack/envtest.sh builds a kubectl of the API server's version beside it.
+	kubectl := filepath.Join(assets, "kubectl")
+	if _, err := os.Stat(kubectl); err != nil {
+		if kubectl, err = exec.LookPath("kubectl"); err != nil {
+			t.Fatal("no kubectl in KUBEBUILDER_ASSETS nor on PATH; run hack/envtest.sh")
+		}
 	}
 	bin := buildEvalmeter(t)
-	kubeconfig := startAPIServer(t)
+	kubeconfig := startAPIServer(t, assets)
 	databaseURL := pgtest.NewDatabase(t)
 
 	run := func(args ...string) string {
@@ -135,18 +139,24 @@ func buildEvalmeter(t *testing.T) string {
 	return bin
 }
 
+// envtestAssets is KUBEBUILDER_ASSETS, or the directory hack/envtest.sh
+// builds kube-apiserver, etcd and kubectl into.
+func envtestAssets(t *testing.T) string {
+	t.Helper()
+	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
+		return dir
+	}
+	out, err := exec.Command(filepath.Join(repo, "hack", "envtest.sh")).Output()
+	if err != nil {
+		t.Fatalf("hack/envtest.sh: %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
 // startAPIServer starts kube-apiserver and etcd (envtest, no CRDs) and
 // returns the path of an administrator's kubeconfig.
-func startAPIServer(t *testing.T) string {
+func startAPIServer(t *testing.T, assets string) string {
 	t.Helper()
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	if assets == "" {
-		out, err := exec.Command(filepath.Join(repo, "hack", "envtest.sh")).Output()
-		if err != nil {
-			t.Fatalf("hack/envtest.sh: %v", err)
-		}
-		assets = strings.TrimSpace(string(out))
-	}
 	env := &envtest.Environment{BinaryAssetsDirectory: assets}
 	if _, err := env.Start(); err != nil {
 		t.Fatal(err)
