@@ -20,6 +20,7 @@ import (
 	"github.com/evalmeter/evalmeter/controllers"
 	"github.com/evalmeter/evalmeter/internal/credential"
 	"github.com/evalmeter/evalmeter/internal/ledger"
+	"github.com/evalmeter/evalmeter/internal/poll"
 )
 
 const wait = 20 * time.Second
@@ -53,7 +54,7 @@ func apiKey(ns, name string) (string, error) {
 func phase(t *testing.T, ns, name string, want evalmeterv1alpha1.Phase) *evalmeterv1alpha1.ClientAgreement {
 	t.Helper()
 	var ca *evalmeterv1alpha1.ClientAgreement
-	eventually(t, wait, fmt.Sprintf("%s/%s phase %s", ns, name, want), func() error {
+	poll.Until(t, wait, fmt.Sprintf("%s/%s phase %s", ns, name, want), func() error {
 		ca = get(t, ns, name)
 		if ca.Status.Phase != want || ca.Status.ObservedGeneration != ca.Generation {
 			return fmt.Errorf("phase %q at generation %d of %d", ca.Status.Phase, ca.Status.ObservedGeneration, ca.Generation)
@@ -111,7 +112,7 @@ func TestProvision(t *testing.T) {
 	if _, _, err := store.OpenSession(ctx, "test-session-0000001", ledger.Session{ID: id, ClientID: "acme-provision", IssuedAt: now, ExpiresAt: now.Add(time.Hour), TokenKeyID: "k"}, "test"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, wait, "consumption in the status", func() error {
+	poll.Until(t, wait, "consumption in the status", func() error {
 		s := get(t, ns, "acme").Status
 		if s.ConsumedHours != 1 || s.RemainingHours != 4 || s.ActiveSessions != 1 {
 			return fmt.Errorf("%+v", s)
@@ -125,7 +126,7 @@ func TestProvision(t *testing.T) {
 	if err := k8sClient.Update(ctx, ca); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, wait, "raised allocation", func() error {
+	poll.Until(t, wait, "raised allocation", func() error {
 		s := get(t, ns, "acme").Status
 		if s.RemainingHours != 7 {
 			return fmt.Errorf("remaining %d", s.RemainingHours)
@@ -193,7 +194,7 @@ func TestRotation(t *testing.T) {
 	if err := k8sClient.Update(ctx, &secret); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, wait, "rotation", func() error {
+	poll.Until(t, wait, "rotation", func() error {
 		if _, err := store.ClientByKey(ctx, newHash); err != nil {
 			return fmt.Errorf("new key: %v", err)
 		}
@@ -218,7 +219,7 @@ func TestRotation(t *testing.T) {
 	if err := k8sClient.Update(ctx, &secret); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, wait, "InvalidAPIKey reported", func() error {
+	poll.Until(t, wait, "InvalidAPIKey reported", func() error {
 		r := meta.FindStatusCondition(get(t, ns, "rot").Status.Conditions, evalmeterv1alpha1.ConditionReady)
 		if r == nil || r.Reason != "InvalidAPIKey" {
 			return fmt.Errorf("Ready %+v", r)
@@ -244,7 +245,7 @@ func TestDelete(t *testing.T) {
 	if err := k8sClient.Delete(ctx, get(t, ns, "gone")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, wait, "agreement gone", func() error {
+	poll.Until(t, wait, "agreement gone", func() error {
 		var ca evalmeterv1alpha1.ClientAgreement
 		if err := k8sClient.Get(ctx, objectKey(ns, "gone"), &ca); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("still there (finalizers %v): %v", ca.Finalizers, err)
@@ -335,7 +336,7 @@ func TestLedgerDown(t *testing.T) {
 	if err := k8sClient.Create(ctx, agreement(ns, "wait", "acme-ledger-down", 3)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, wait, "LedgerReachable=False", func() error {
+	poll.Until(t, wait, "LedgerReachable=False", func() error {
 		ca := get(t, ns, "wait")
 		c := meta.FindStatusCondition(ca.Status.Conditions, evalmeterv1alpha1.ConditionLedgerReachable)
 		if c == nil || c.Status != metav1.ConditionFalse || ca.Status.Phase != evalmeterv1alpha1.PhasePending {

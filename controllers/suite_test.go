@@ -33,6 +33,7 @@ import (
 	"github.com/evalmeter/evalmeter/internal/credential"
 	"github.com/evalmeter/evalmeter/internal/ledger"
 	"github.com/evalmeter/evalmeter/internal/pgtest"
+	"github.com/evalmeter/evalmeter/internal/poll"
 	"github.com/evalmeter/evalmeter/server"
 )
 
@@ -192,7 +193,7 @@ func usageStatus(t *testing.T, key string) int {
 // event waits for an event with reason about the agreement ns/name.
 func event(t *testing.T, ns, name, reason string) {
 	t.Helper()
-	eventually(t, wait, "event "+reason, func() error {
+	poll.Until(t, wait, "event "+reason, func() error {
 		var list eventsv1.EventList
 		if err := k8sClient.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
 			return err
@@ -204,20 +205,4 @@ func event(t *testing.T, ns, name, reason string) {
 		}
 		return fmt.Errorf("%d events, none %s", len(list.Items), reason)
 	})
-}
-
-// eventually polls check until it returns nil or the time is up.
-func eventually(t *testing.T, timeout time.Duration, what string, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s: %v", what, timeout, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }

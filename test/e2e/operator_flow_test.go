@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/evalmeter/evalmeter/internal/pgtest"
+	"github.com/evalmeter/evalmeter/internal/poll"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -74,7 +75,7 @@ func TestOperatorFlow(t *testing.T) {
 
 	// The operator hands the key over from the Secret.
 	var key string
-	eventually(t, 30*time.Second, "the API key Secret", func() error {
+	poll.Until(t, 30*time.Second, "the API key Secret", func() error {
 		cmd := exec.Command(kubectl, "--kubeconfig", kubeconfig, "-n", "clients", "get", "secret", "acme-api-key", "-o", "jsonpath={.data.api-key}")
 		out, err := cmd.Output()
 		if err != nil || len(out) == 0 {
@@ -107,7 +108,7 @@ func TestOperatorFlow(t *testing.T) {
 		t.Fatalf("usage: %d %s", status, body)
 	}
 
-	eventually(t, 30*time.Second, "the agreement's status", func() error {
+	poll.Until(t, 30*time.Second, "the agreement's status", func() error {
 		out := run("-n", "clients", "get", "clientagreement", "acme", "-o", "jsonpath={.status.phase} {.status.consumedHours} {.status.remainingHours}")
 		if out != "Active 1 9" {
 			return fmt.Errorf("phase, consumed, remaining = %q", out)
@@ -234,7 +235,7 @@ func freeAddr(t *testing.T) string {
 
 func waitHTTP(t *testing.T, url string) {
 	t.Helper()
-	eventually(t, 60*time.Second, url, func() error {
+	poll.Until(t, 60*time.Second, url, func() error {
 		resp, err := http.Get(url)
 		if err != nil {
 			return err
@@ -245,19 +246,4 @@ func waitHTTP(t *testing.T, url string) {
 		}
 		return nil
 	})
-}
-
-func eventually(t *testing.T, timeout time.Duration, what string, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s: %v", what, timeout, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 }
