@@ -51,6 +51,8 @@ test: verify-fmt vet verify-generated unit fuzz ## Run every test: formatting, v
 
 .PHONY: unit
 unit: ## Run the unit and integration tests (real PostgreSQL, kube-apiserver and etcd) with the race detector and coverage.
+	@# Once, before test packages start PostgreSQL clusters in parallel (and race for dpkg).
+	hack/postgres.sh install
 	KUBEBUILDER_ASSETS="$$(hack/envtest.sh)" $(GO) test -race -count=1 -coverprofile cover.out ./...
 
 .PHONY: envtest
