@@ -38,13 +38,14 @@ generate: ## Generate the DeepCopy methods of the API types (controller-gen, pin
 	$(GO) tool controller-gen object:headerFile="hack/boilerplate.go.txt" paths="./api/..."
 
 .PHONY: manifests
-manifests: ## Generate the CRD and RBAC manifests under config/ from the markers.
+manifests: ## Generate the CRD and RBAC manifests under config/ from the markers, and the chart's copy of the CRD.
 	$(GO) tool controller-gen rbac:roleName=manager-role crd paths="./..." output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+	cp config/crd/bases/evalmeter.io_clientagreements.yaml charts/evalmeter/files/
 
 .PHONY: verify-generated
 verify-generated: generate manifests ## Fail when the committed generated code or manifests are stale.
-	@git diff --exit-code -- api config || { echo "generated files are stale: run 'make generate manifests' and commit"; exit 1; }
-	@untracked=$$(git ls-files --others --exclude-standard -- api config); if [ -n "$$untracked" ]; then echo "generated files not committed: $$untracked"; exit 1; fi
+	@git diff --exit-code -- api config charts || { echo "generated files are stale: run 'make generate manifests' and commit"; exit 1; }
+	@untracked=$$(git ls-files --others --exclude-standard -- api config charts); if [ -n "$$untracked" ]; then echo "generated files not committed: $$untracked"; exit 1; fi
 
 .PHONY: test
 test: verify-fmt vet verify-generated unit fuzz ## Run every test: formatting, vet, generated files, unit and integration tests (race detector), fuzzing.
@@ -78,6 +79,10 @@ bench-api: ## Load the API on loopback (real server and PostgreSQL) beside a bar
 .PHONY: build
 build: $(LOCALBIN) ## Build bin/evalmeter.
 	$(GO) build -o $(LOCALBIN)/evalmeter ./cmd/evalmeter
+
+.PHONY: image
+image: ## Build the container image IMAGE (default evalmeter:dev) without pulling anything (hack/image.sh; starts hack/docker.sh's engine when needed).
+	GO=$(GO) hack/image.sh
 
 .PHONY: run
 run: build ## Run the API on localhost:8080 with a throwaway PostgreSQL and a dev client; Ctrl-C stops it.

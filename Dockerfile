@@ -1,0 +1,25 @@
+# evalmeter's image, for builds that can pull base images:
+#
+#   docker build -t evalmeter:dev .
+#
+# Machines with no image registry build the same image without pulling anything
+# with `make image` (hack/image.sh): same flags, same user, same entrypoint.
+#
+# One static binary (no cgo) on distroless static: CA certificates, /etc/passwd
+# with nonroot (65532), /tmp, and nothing else (no shell).
+
+ARG GO_VERSION=1.26.8
+
+FROM golang:${GO_VERSION}-bookworm AS build
+WORKDIR /src
+# Dependencies first: this layer is reused while go.mod and go.sum don't change.
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/evalmeter ./cmd/evalmeter
+
+FROM gcr.io/distroless/static-debian12:nonroot
+COPY --from=build /out/evalmeter /evalmeter
+USER 65532:65532
+WORKDIR /
+ENTRYPOINT ["/evalmeter"]
