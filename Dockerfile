@@ -8,9 +8,11 @@
 # One static binary (no cgo) on distroless static: CA certificates, /etc/passwd
 # with nonroot (65532), /tmp, and nothing else (no shell).
 
-ARG GO_VERSION=1.26.8
+# The base images; override them to use a mirror (--build-arg GO_IMAGE=...).
+ARG GO_IMAGE=golang:1.26.8-bookworm
+ARG BASE_IMAGE=gcr.io/distroless/static-debian12:nonroot
 
-FROM golang:${GO_VERSION}-bookworm AS build
+FROM ${GO_IMAGE} AS build
 WORKDIR /src
 # Dependencies first: this layer is reused while go.mod and go.sum don't change.
 COPY go.mod go.sum ./
@@ -18,7 +20,7 @@ RUN go mod download
 COPY . .
 RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/evalmeter ./cmd/evalmeter
 
-FROM gcr.io/distroless/static-debian12:nonroot
+FROM ${BASE_IMAGE}
 COPY --from=build /out/evalmeter /evalmeter
 USER 65532:65532
 WORKDIR /
