@@ -71,9 +71,21 @@ apiserver_want="Kubernetes $k8s_version"
 etcd_want="etcd Version: ${etcd_version#v}"
 
 # current NAME WANT: whether dir/NAME exists and its --version output has the line WANT.
+# The output is read whole first: with pipefail, grep -q stopping early would kill
+# the program with SIGPIPE and fail the check at random.
 current() {
 	[ -x "$dir/$1" ] || return 1
-	"$dir/$1" --version 2>/dev/null | grep -qxF "$2"
+	local out
+	out=$("$dir/$1" --version 2>/dev/null) || return 1
+	grep -qxF "$2" <<<"$out"
+}
+
+# kubectl_current: whether dir/kubectl reports the pinned version.
+kubectl_current() {
+	[ -x "$dir/kubectl" ] || return 1
+	local out
+	out=$("$dir/kubectl" version --client 2>/dev/null) || return 1
+	grep -qxF "Client Version: $k8s_version" <<<"$out"
 }
 
 mkdir -p "$dir"
@@ -112,13 +124,12 @@ if ! current kube-apiserver "$apiserver_want"; then
 fi
 
 # kubectl of the same version, for the operator's flow test: no machine needs one.
-if ! { [ -x "$dir/kubectl" ] && "$dir/kubectl" version --client 2>/dev/null | grep -qxF "Client Version: $k8s_version"; }; then
+if ! kubectl_current; then
 	log "building kubectl $k8s_version into $dir"
 	start=$SECONDS
 	build_k8s kubectl
 	log "built kubectl in $((SECONDS - start))s"
-	"$dir/kubectl" version --client | grep -qxF "Client Version: $k8s_version" ||
-		die "$dir/kubectl version --client does not report $k8s_version"
+	kubectl_current || die "$dir/kubectl version --client does not report $k8s_version"
 fi
 
 if ! current etcd "$etcd_want"; then
