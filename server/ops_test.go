@@ -82,3 +82,15 @@ func TestOps(t *testing.T) {
 		t.Errorf("/readyz while draining: %d %s", status, body)
 	}
 }
+
+// TestHTTPServerBounds: every read, write and header of an API listener is
+// bounded, so a slow client cannot hold a connection forever.
+func TestHTTPServerBounds(t *testing.T) {
+	s := server.HTTPServer(http.NotFoundHandler(), nil)
+	if s.ReadHeaderTimeout <= 0 || s.ReadTimeout <= 0 || s.WriteTimeout <= 0 || s.IdleTimeout <= 0 || s.MaxHeaderBytes <= 0 {
+		t.Errorf("unbounded: %+v", s)
+	}
+	if s.ReadHeaderTimeout > s.ReadTimeout {
+		t.Errorf("ReadHeaderTimeout %s exceeds ReadTimeout %s", s.ReadHeaderTimeout, s.ReadTimeout)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log"
 	"log/slog"
 	"net/http"
 	"time"
@@ -112,6 +113,20 @@ func (s *Server) routes() http.Handler {
 		return e
 	})
 	return s.middleware(r)
+}
+
+// HTTPServer returns the http.Server an API listener runs h with: every
+// read, write and header bounded. errorLog may be nil.
+func HTTPServer(h http.Handler, errorLog *log.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second, // a 256 KiB body at 70 kbit/s
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    16 << 10,
+		ErrorLog:          errorLog,
+	}
 }
 
 // PruneMetrics deletes, every interval until ctx ends, the metrics

@@ -138,15 +138,7 @@ func runAPI(ctx context.Context, cfg *apiConfig, log *slog.Logger) error {
 	ops := &server.Ops{Ping: store.Ping, Gatherer: registry}
 
 	errorLog := slog.NewLogLogger(log.Handler(), slog.LevelWarn)
-	apiServer := &http.Server{
-		Handler:           srv.Handler(),
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       30 * time.Second, // a 256 KiB body at 70 kbit/s
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    16 << 10,
-		ErrorLog:          errorLog,
-	}
+	apiServer := server.HTTPServer(srv.Handler(), errorLog)
 	opsServer := &http.Server{
 		Handler:           ops.Handler(),
 		ReadHeaderTimeout: 5 * time.Second,

@@ -361,8 +361,7 @@ func serve(h http.Handler) (string, func(), error) {
 	if err != nil {
 		return "", nil, err
 	}
-	s := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
-		WriteTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second, MaxHeaderBytes: 16 << 10}
+	s := server.HTTPServer(h, nil)
 	go s.Serve(l)
 	return "http://" + l.Addr().String(), func() { s.Close() }, nil
 }
