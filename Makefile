@@ -32,6 +32,7 @@ verify-fmt: ## Fail when a file is not gofmt-formatted.
 .PHONY: vet
 vet: ## Run go vet.
 	$(GO) vet ./...
+	$(GO) vet -tags e2e ./test/e2e/
 
 .PHONY: generate
 generate: ## Generate the DeepCopy methods of the API types (controller-gen, pinned in go.mod).
@@ -60,6 +61,10 @@ unit: ## Run the unit and integration tests (real PostgreSQL, kube-apiserver and
 envtest: ## Build the kube-apiserver and etcd of envtest from source, once (cached in bin/k8s); print their directory.
 	@hack/envtest.sh
 
+.PHONY: test-e2e
+test-e2e: ## Install the chart on a new kind cluster and run the client flow through it (hack/e2e.sh: Docker, root when offline).
+	GO=$(GO) hack/e2e.sh
+
 .PHONY: fuzz
 fuzz: ## Fuzz the metrics engine for FUZZTIME (default 20s) against the JSON Schema and gowebpki/jcs.
 	$(GO) test -run '^$$' -fuzz '^FuzzCompute$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10s ./internal/metrics
@@ -79,6 +84,17 @@ bench-api: ## Load the API on loopback (real server and PostgreSQL) beside a bar
 .PHONY: build
 build: $(LOCALBIN) ## Build bin/evalmeter.
 	$(GO) build -o $(LOCALBIN)/evalmeter ./cmd/evalmeter
+
+# Helm at go.mod's version, with the Kubernetes version its library was built against.
+HELM_VERSION = $(shell awk '$$1 == "helm.sh/helm/v3" { print $$2 }' go.mod)
+K8S_MINOR = $(shell awk '$$1 == "k8s.io/client-go" { split($$2, v, "."); print v[2] }' go.mod)
+HELM_LDFLAGS = -s -w -X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION) \
+	-X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$(K8S_MINOR) \
+	-X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$(K8S_MINOR)
+
+.PHONY: helm
+helm: $(LOCALBIN) ## Build bin/helm from the module proxy at go.mod's Helm version.
+	$(GO) build -trimpath -ldflags "$(HELM_LDFLAGS)" -o $(LOCALBIN)/helm helm.sh/helm/v3/cmd/helm
 
 .PHONY: image
 image: ## Build the container image IMAGE (default evalmeter:dev) without pulling anything (hack/image.sh; starts hack/docker.sh's engine when needed).

@@ -66,6 +66,7 @@ var valueSets = map[string]map[string]any{
 	"defaults": {},
 	"evaluation install": {
 		"postgresql":    map[string]any{"enabled": true},
+		"api":           map[string]any{"service": map[string]any{"type": "NodePort", "nodePort": 30080}},
 		"ingress":       map[string]any{"enabled": true, "className": "nginx", "host": "metrics.example.com", "tlsSecret": "metrics-tls"},
 		"networkPolicy": map[string]any{"apiFrom": []any{map[string]any{"namespaceSelector": map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": "ingress-nginx"}}}}},
 	},
@@ -129,17 +130,18 @@ func TestLint(t *testing.T) {
 // TestValuesSchema: values.schema.json refuses what the chart cannot work with.
 func TestValuesSchema(t *testing.T) {
 	for name, values := range map[string]map[string]any{
-		"unknown key":           {"replicas": 3},
-		"unknown nested key":    {"api": map[string]any{"replica": 3}},
-		"no replicas":           {"api": map[string]any{"replicas": 0}},
-		"bad log level":         {"api": map[string]any{"logLevel": "loud"}},
-		"bad duration":          {"controller": map[string]any{"resync": "soon"}},
-		"no database":           {"database": map[string]any{"existingSecret": ""}},
-		"bad namespace":         {"controller": map[string]any{"watchNamespaces": []any{"Team_A"}}},
-		"bad storage size":      {"postgresql": map[string]any{"enabled": true, "storage": map[string]any{"size": "lots"}}},
-		"string for a boolean":  {"crds": map[string]any{"create": "yes"}},
-		"bad pull policy":       {"image": map[string]any{"pullPolicy": "Sometimes"}},
-		"service port too high": {"api": map[string]any{"service": map[string]any{"port": 70000}}},
+		"unknown key":            {"replicas": 3},
+		"unknown nested key":     {"api": map[string]any{"replica": 3}},
+		"no replicas":            {"api": map[string]any{"replicas": 0}},
+		"bad log level":          {"api": map[string]any{"logLevel": "loud"}},
+		"bad duration":           {"controller": map[string]any{"resync": "soon"}},
+		"no database":            {"database": map[string]any{"existingSecret": ""}},
+		"bad namespace":          {"controller": map[string]any{"watchNamespaces": []any{"Team_A"}}},
+		"bad storage size":       {"postgresql": map[string]any{"enabled": true, "storage": map[string]any{"size": "lots"}}},
+		"string for a boolean":   {"crds": map[string]any{"create": "yes"}},
+		"bad pull policy":        {"image": map[string]any{"pullPolicy": "Sometimes"}},
+		"service port too high":  {"api": map[string]any{"service": map[string]any{"port": 70000}}},
+		"node port out of range": {"api": map[string]any{"service": map[string]any{"type": "NodePort", "nodePort": 8080}}},
 	} {
 		if _, err := render(values, "evalmeter"); err == nil || !strings.Contains(err.Error(), "schema") {
 			t.Errorf("%s: rendered (%v), want a schema error", name, err)

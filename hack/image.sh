@@ -12,8 +12,8 @@
 # `docker import`: no base image, no registry.
 #
 # Environment: IMAGE (default evalmeter:dev), GO (default go), DOCKER_HOST.
-# When DOCKER_HOST is unset or does not answer, the project's own engine is
-# started with hack/docker.sh start (root). The image name is the only line on
+# When no engine answers (DOCKER_HOST, or Docker's default socket), the
+# project's own engine is started with hack/docker.sh start (root). The image name is the only line on
 # stdout.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,13 +30,13 @@ die() {
 answers() { timeout 10 docker info >/dev/null 2>&1; }
 
 t0=$SECONDS
-if [ -z "${DOCKER_HOST:-}" ] || ! answers; then
+if ! answers; then
 	log "DOCKER_HOST ${DOCKER_HOST:-(unset)} does not answer: starting the project's engine (hack/docker.sh start)"
 	line=$(hack/docker.sh start) || die "could not start a Docker engine"
 	export "${line?}"
 	answers || die "the engine at $DOCKER_HOST does not answer"
 fi
-log "engine: $DOCKER_HOST"
+log "engine: ${DOCKER_HOST:-the default}"
 
 ca=/etc/ssl/certs/ca-certificates.crt
 [ -r "$ca" ] || die "$ca is missing: install Debian's ca-certificates (apt-get install ca-certificates)"

@@ -37,20 +37,8 @@
 # grant CAP_SYS_RESOURCE, without which neither privileged pods nor a lowered
 # oom_score_adj (every pod sandbox asks for -998) can start.
 set -euo pipefail
-
-log() { printf 'build-node-image.sh: %s\n' "$*" >&2; }
-die() {
-	log "$*"
-	exit 1
-}
-# step NAME CMD...: runs CMD, logs how long it took.
-step() {
-	local name=$1 start=$SECONDS
-	shift
-	log "$name ..."
-	"$@"
-	log "$name: done in $((SECONDS - start))s"
-}
+# shellcheck source=hack/kind/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 [ $# -eq 0 ] || die "usage: hack/kind/build-node-image.sh   (prints the node image name)"
 [ "$(id -u)" = 0 ] || die "must run as root (debootstrap, chroot)"
@@ -79,12 +67,8 @@ build_env=(env GOWORK=off GOFLAGS='-mod=readonly -buildvcs=false' CGO_ENABLED=0 
 
 # ---- kind CLI ----
 kind=$out/kind
-build_kind() {
-	(cd "$out" && env GOWORK=off GOFLAGS=-buildvcs=false CGO_ENABLED=0 GOBIN="$out" \
-		"$go" install -trimpath "sigs.k8s.io/kind@$KIND_VERSION")
-}
 if ! { [ -x "$kind" ] && "$kind" version 2>/dev/null | grep -q "^kind $KIND_VERSION "; }; then
-	step "building kind $KIND_VERSION" build_kind
+	step "building kind $KIND_VERSION" kind_install "$go" "$KIND_VERSION" "$out"
 fi
 kind_src=$("$go" env GOMODCACHE)/sigs.k8s.io/kind@$KIND_VERSION
 if [ ! -d "$kind_src/images/base/files" ]; then
@@ -178,51 +162,9 @@ packages=systemd,systemd-sysv,dbus,iproute2,iptables,nftables,containerd,runc,co
 packages+=,conntrack,kmod,util-linux,mount,ca-certificates,ethtool,socat,ebtables,procps,jq,pigz
 packages+=,fuse-overlayfs,e2fsprogs,libseccomp2
 base_rootfs=$out/rootfs-bookworm
-debootstrap_rootfs() {
-	command -v debootstrap >/dev/null || apt-get install -y debootstrap >&2
-	rm -rf "$base_rootfs.tmp"
-	debootstrap --variant=minbase --include="$packages" bookworm "$base_rootfs.tmp" "$DEBIAN_MIRROR" >&2
-	chroot "$base_rootfs.tmp" apt-get clean
-	mv "$base_rootfs.tmp" "$base_rootfs"
-	echo "$packages" >"$base_rootfs.packages"
-}
-if [ ! -d "$base_rootfs" ] || [ "$(cat "$base_rootfs.packages" 2>/dev/null)" != "$packages" ]; then
-	rm -rf "$base_rootfs"
-	step "debootstrap bookworm into $base_rootfs" debootstrap_rootfs
-fi
+step "debootstrap bookworm into $base_rootfs" debootstrap_once "$base_rootfs" "$packages" "$DEBIAN_MIRROR"
 
 # ---- component images, built from small root filesystems ----
-# mini_rootfs DIR: the files every component image gets.
-mini_rootfs() {
-	local d=$1
-	rm -rf "$d"
-	mkdir -p "$d"/{etc/ssl/certs,tmp,usr/local/bin,var/run,root}
-	chmod 1777 "$d/tmp"
-	printf 'root:x:0:0:root:/root:/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n' >"$d/etc/passwd"
-	printf 'root:x:0:\nnobody:x:65534:\nnonroot:x:65532:\n' >"$d/etc/group"
-	echo 'hosts: files dns' >"$d/etc/nsswitch.conf"
-	cp "$base_rootfs/etc/ssl/certs/ca-certificates.crt" "$d/etc/ssl/certs/"
-}
-# copy_with_libs ROOTFS DIR FILE...: copies FILEs (paths in ROOTFS) and the shared
-# libraries they need into DIR.
-copy_with_libs() {
-	local src=$1 dst=$2 f lib
-	shift 2
-	for f in "$@"; do
-		(cd "$src" && cp -a --parents ".$f" "$dst/")
-		for lib in $(chroot "$src" ldd "$f" 2>/dev/null | awk '/=> \// { print $3 } /^\t\// { print $1 }'); do
-			(cd "$src" && cp -L --parents ".$lib" "$dst/")
-		done
-	done
-}
-# image_id REF: the ID of the image REF names, if any.
-image_id() { docker image inspect -f '{{.Id}}' "$1" 2>/dev/null || true; }
-# drop_old_image OLD_ID REF: removes the image REF named before it was rebuilt (kept if a
-# container, e.g. a kind node, still uses it).
-drop_old_image() {
-	[ -n "$1" ] && [ "$1" != "$(image_id "$2")" ] || return 0
-	docker rmi "$1" >/dev/null 2>&1 || log "kept the previous $2 ($1): in use"
-}
 # import_image DIR REF ENTRYPOINT_JSON: docker import DIR as REF and save it to imgdir.
 import_image() {
 	local dir=$1 ref=$2 entrypoint=$3 name old_id
@@ -243,7 +185,7 @@ build_images() {
 	mkdir -p "$imgdir"
 	for ref in "${all_images[@]}"; do
 		d=$work/$(echo "$ref" | tr '/:' '__')
-		mini_rootfs "$d"
+		mini_rootfs "$d" "$base_rootfs/etc/ssl/certs/ca-certificates.crt"
 		case $ref in
 		*/kube-apiserver:* | */kube-controller-manager:* | */kube-scheduler:*)
 			bin=${ref##*/}
@@ -403,7 +345,7 @@ stamp=$( (
 	echo "$KIND_VERSION $k8s_version $packages"
 	sha256sum "$bins"/* "$pause" "$runc_wrapper" "$imgdir"/*.tar
 	find "$here/files" -type f -exec sha256sum {} + | sort
-	sha256sum "${BASH_SOURCE[0]}"
+	sha256sum "${BASH_SOURCE[0]}" "$here/lib.sh"
 ) | sha256sum | cut -d' ' -f1)
 if [ "${FORCE:-}" = 1 ] || [ "$(cat "$out/node-image.stamp" 2>/dev/null)" != "$stamp $image" ] ||
 	! docker image inspect "$image" >/dev/null 2>&1; then

@@ -203,24 +203,35 @@ func start(t *testing.T, bin string, env []string, args ...string) {
 
 func call(t *testing.T, method, url, bearer, idemKey string, body []byte) (int, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(method, url, bytes.NewReader(body))
+	status, b, err := request(http.DefaultClient, method, url, bearer, idemKey, body)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+bearer)
+	return status, b
+}
+
+// request sends one API request; bearer and idemKey are left out when empty.
+func request(client *http.Client, method, url, bearer, idemKey string, body []byte) (int, []byte, error) {
+	req, err := http.NewRequest(method, url, bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	if bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+bearer)
+	}
 	if idemKey != "" {
 		req.Header.Set("Idempotency-Key", idemKey)
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		return 0, nil, err
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, b
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return resp.StatusCode, b, err
 }
 
 func freeAddr(t *testing.T) string {

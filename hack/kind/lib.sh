@@ -1,0 +1,72 @@
+# shellcheck shell=bash
+# Functions shared by the scripts that build images with no registry
+# (build-node-image.sh, postgres-image.sh). Source it; it sets nothing else.
+
+log() { printf '%s: %s\n' "${0##*/}" "$*" >&2; }
+die() {
+	log "$*"
+	exit 1
+}
+# step NAME CMD...: runs CMD, logs how long it took.
+step() {
+	local name=$1 start=$SECONDS
+	shift
+	log "$name ..."
+	"$@"
+	log "$name: done in $((SECONDS - start))s"
+}
+
+# debootstrap_once DIR PACKAGES MIRROR: a minbase Debian bookworm root filesystem in
+# DIR with the comma-separated PACKAGES, made unless DIR was made with the same list.
+debootstrap_once() {
+	local dir=$1 packages=$2 mirror=$3
+	[ -d "$dir" ] && [ "$(cat "$dir.packages" 2>/dev/null)" = "$packages" ] && return 0
+	command -v debootstrap >/dev/null || apt-get install -y debootstrap >&2
+	rm -rf "$dir" "$dir.tmp"
+	debootstrap --variant=minbase --include="$packages" bookworm "$dir.tmp" "$mirror" >&2
+	chroot "$dir.tmp" apt-get clean
+	mv "$dir.tmp" "$dir"
+	echo "$packages" >"$dir.packages"
+}
+
+# mini_rootfs DIR CA_BUNDLE: the files every small image gets: distroless's users,
+# /tmp, the CA bundle, nsswitch.conf.
+mini_rootfs() {
+	local d=$1
+	rm -rf "$d"
+	mkdir -p "$d"/{etc/ssl/certs,tmp,usr/local/bin,var/run,root}
+	chmod 1777 "$d/tmp"
+	printf 'root:x:0:0:root:/root:/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n' >"$d/etc/passwd"
+	printf 'root:x:0:\nnobody:x:65534:\nnonroot:x:65532:\n' >"$d/etc/group"
+	echo 'hosts: files dns' >"$d/etc/nsswitch.conf"
+	cp "$2" "$d/etc/ssl/certs/ca-certificates.crt"
+}
+
+# copy_with_libs ROOTFS DIR FILE...: copies FILEs (paths in ROOTFS) and the shared
+# libraries they need into DIR.
+copy_with_libs() {
+	local src=$1 dst=$2 f lib
+	shift 2
+	for f in "$@"; do
+		(cd "$src" && cp -a --parents ".$f" "$dst/")
+		for lib in $(chroot "$src" ldd "$f" 2>/dev/null | awk '/=> \// { print $3 } /^\t\// { print $1 }'); do
+			(cd "$src" && cp -L --parents ".$lib" "$dst/")
+		done
+	done
+}
+
+# image_id REF: the ID of the image REF names, if any.
+image_id() { docker image inspect -f '{{.Id}}' "$1" 2>/dev/null || true; }
+
+# drop_old_image OLD_ID REF: removes the image REF named before it was rebuilt (kept if a
+# container, e.g. a kind node, still uses it).
+drop_old_image() {
+	[ -n "$1" ] && [ "$1" != "$(image_id "$2")" ] || return 0
+	docker rmi "$1" >/dev/null 2>&1 || log "kept the previous $2 ($1): in use"
+}
+
+# kind_install GO VERSION DIR: builds the kind CLI at VERSION into DIR/kind.
+kind_install() {
+	(cd "$3" && env GOWORK=off GOFLAGS=-buildvcs=false CGO_ENABLED=0 GOBIN="$3" \
+		"$1" install -trimpath "sigs.k8s.io/kind@$2")
+}
