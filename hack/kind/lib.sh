@@ -21,7 +21,12 @@ step() {
 debootstrap_once() {
 	local dir=$1 packages=$2 mirror=$3
 	[ -d "$dir" ] && [ "$(cat "$dir.packages" 2>/dev/null)" = "$packages" ] && return 0
-	command -v debootstrap >/dev/null || apt-get install -y debootstrap >&2
+	if ! command -v debootstrap >/dev/null; then
+		# the package lists may be missing or stale on a fresh machine
+		apt-get -o DPkg::Lock::Timeout=300 install -y debootstrap >&2 ||
+			{ apt-get update >&2 && apt-get -o DPkg::Lock::Timeout=300 install -y debootstrap >&2; } ||
+			die "debootstrap is missing and apt-get could not install it"
+	fi
 	rm -rf "$dir" "$dir.tmp"
 	debootstrap --variant=minbase --include="$packages" bookworm "$dir.tmp" "$mirror" >&2
 	chroot "$dir.tmp" apt-get clean

@@ -72,7 +72,9 @@ func (s *Store) Ping(ctx context.Context) error {
 }
 
 // Migrate brings the schema at url up to date. A PostgreSQL advisory lock
-// lets any number of processes call it at once.
+// lets any number of processes call it at once. While PostgreSQL cannot be
+// reached (it may be starting beside the service), Migrate waits for it until
+// ctx ends; any other error, a refused password say, ends it at once.
 func Migrate(ctx context.Context, url string) error {
 	cfg, err := pgx.ParseConfig(url)
 	if err != nil {
@@ -80,7 +82,26 @@ func Migrate(ctx context.Context, url string) error {
 	}
 	db := stdlib.OpenDB(*cfg)
 	defer db.Close()
+	if err := waitReachable(ctx, db); err != nil {
+		return err
+	}
 	return migrate(ctx, db)
+}
+
+func waitReachable(ctx context.Context, db *sql.DB) error {
+	delay := 100 * time.Millisecond
+	for {
+		err := db.PingContext(ctx)
+		if err == nil || !Unavailable(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("PostgreSQL did not become reachable: %w", err)
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 2*time.Second)
+	}
 }
 
 func migrate(ctx context.Context, db *sql.DB) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	neturl "net/url"
 	"slices"
 	"sync"
 	"testing"
@@ -160,6 +161,39 @@ func TestMetricsRecords(t *testing.T) {
 	}
 	if _, stored, _ := s.SaveMetrics(ctx, "acme", "key-0000000000002", other, t0.Add(25*time.Hour)); stored {
 		t.Error("a record younger than the cutoff was pruned")
+	}
+}
+
+// TestMigrateWaitsForPostgreSQL: a migration started before PostgreSQL (the
+// controller and the API's init container start beside the database) waits
+// for it; one that PostgreSQL refuses fails at once.
+func TestMigrateWaitsForPostgreSQL(t *testing.T) {
+	cluster := pgtest.NewCluster(t)
+	url := cluster.NewDatabase(t)
+	must(t, cluster.Stop())
+	done := make(chan error, 1)
+	go func() { done <- ledger.Migrate(t.Context(), url) }()
+	time.Sleep(time.Second)
+	select {
+	case err := <-done:
+		t.Fatalf("Migrate returned while PostgreSQL was down: %v", err)
+	default:
+	}
+	must(t, cluster.Restart())
+	select {
+	case err := <-done:
+		must(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("Migrate still waiting 30 s after PostgreSQL started")
+	}
+
+	nobody, err := neturl.Parse(url)
+	must(t, err)
+	nobody.User = neturl.User("nobody")
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	if err := ledger.Migrate(ctx, nobody.String()); err == nil || ctx.Err() != nil {
+		t.Errorf("Migrate as an unknown user: %v (context: %v), want a prompt error", err, ctx.Err())
 	}
 }
 

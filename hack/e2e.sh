@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# make test-e2e: evalmeter installed with Helm on a kind cluster and used as a client
+# would, through the cluster network (test/e2e/kind_test.go).
+#
+#   1. A Docker engine: DOCKER_HOST when it answers, else hack/docker.sh's (root).
+#   2. Online or offline: online when Docker Hub answers (E2E_OFFLINE=1 or 0 decides).
+#      - online:  kind's published node image; the node pulls the chart's postgres image.
+#      - offline: hack/kind/build-node-image.sh and hack/kind/postgres-image.sh build both
+#                 here (root, Debian mirror, Go module proxy), loaded with kind load.
+#      E2E_NODE_IMAGE overrides the node image in either mode.
+#   3. evalmeter's image (hack/image.sh, nothing pulled), kind, helm and kubectl.
+#   4. Traefik's image (hack/kind/traefik-image.sh: built from the Go module proxy), the
+#      ingress controller the test deploys from hack/kind/traefik.yaml.
+#   5. A new kind cluster $KIND_CLUSTER (default evalmeter-e2e) with one node whose node
+#      ports are published on the host: 30080 (the API's Service) on 127.0.0.1:$E2E_PORT
+#      (default 38443) and 30443 (Traefik's HTTPS) on 127.0.0.1:$E2E_INGRESS_PORT (38444).
+#   6. go test -tags e2e -run '^TestKind' ./test/e2e: helm install, the client flow
+#      through the Service, helm upgrade to TLS at the Ingress, the rest through it.
+#   7. The cluster is deleted, unless E2E_KEEP=1 (then: KUBECONFIG=bin/kind/<name>.kubeconfig).
+#
+# Caches: bin/ (kind, helm, kubectl, node image inputs) and the Docker engine's store; a
+# second run skips every build.
+set -euo pipefail
+# shellcheck source=hack/kind/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/kind/lib.sh"
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+root=$PWD
+
+go=${GO:-go}
+cluster=${KIND_CLUSTER:-evalmeter-e2e}
+port=${E2E_PORT:-38443}
+ingress_port=${E2E_INGRESS_PORT:-38444}
+node_port=30080
+ingress_node_port=30443
+image=${IMAGE:-evalmeter:dev}
+KIND_VERSION=${KIND_VERSION:-v0.33.0}
+out=$root/bin/kind
+kind=$out/kind
+kubeconfig=$out/$cluster.kubeconfig
+mkdir -p "$out"
+t0=$SECONDS
+
+# ---- 1. Docker ----
+if ! timeout 10 docker info >/dev/null 2>&1; then
+	line=$(hack/docker.sh start) || die "no Docker engine: DOCKER_HOST does not answer and hack/docker.sh start failed"
+	export "${line?}"
+fi
+log "Docker engine: ${DOCKER_HOST:-default}"
+
+# ---- 2. online or offline ----
+offline=${E2E_OFFLINE:-}
+if [ -z "$offline" ]; then
+	offline=1
+	# Any HTTP answer (401 here) means the registry is reachable.
+	if curl -s -o /dev/null --max-time 10 https://registry-1.docker.io/v2/ 2>/dev/null; then
+		offline=0
+	fi
+fi
+node_image=${E2E_NODE_IMAGE:-}
+postgres_image=
+if [ "$offline" = 1 ]; then
+	log "offline: building the node and PostgreSQL images here (cached)"
+	[ -n "$node_image" ] || node_image=$(step "node image" hack/kind/build-node-image.sh)
+	postgres_image=$(step "PostgreSQL image" hack/kind/postgres-image.sh)
+else
+	log "online: kind's published node image; the node pulls the chart's postgres image"
+fi
+
+# ---- 3. tools and evalmeter's image ----
+if ! { [ -x "$kind" ] && "$kind" version 2>/dev/null | grep -q "^kind $KIND_VERSION "; }; then
+	step "building kind $KIND_VERSION" kind_install "$go" "$KIND_VERSION" "$out"
+fi
+step "helm" make --no-print-directory helm >&2
+helm=$root/bin/helm
+kubectl=$(hack/envtest.sh)/kubectl
+step "evalmeter image" env IMAGE="$image" GO="$go" hack/image.sh >/dev/null
+traefik_image=$(step "Traefik image" env GO="$go" hack/kind/traefik-image.sh)
+grep -q "image: $traefik_image\$" hack/kind/traefik.yaml || die "hack/kind/traefik.yaml does not run $traefik_image"
+
+# ---- 5. cluster ----
+cleanup() {
+	if [ "${E2E_KEEP:-}" = 1 ]; then
+		log "kept cluster $cluster: export KUBECONFIG=$kubeconfig; delete with: $kind delete cluster --name $cluster"
+	else
+		"$kind" delete cluster --name "$cluster" --kubeconfig "$kubeconfig" >&2 || true
+		rm -f "$kubeconfig"
+	fi
+}
+if "$kind" get clusters 2>/dev/null | grep -qx "$cluster"; then
+	log "deleting the previous cluster $cluster"
+	"$kind" delete cluster --name "$cluster" --kubeconfig "$kubeconfig" >&2
+fi
+config=$out/$cluster.yaml
+{
+	echo 'kind: Cluster'
+	echo 'apiVersion: kind.x-k8s.io/v1alpha4'
+	if [ "$offline" = 1 ]; then
+		# the offline node image's CNI is a one-node bridge (hack/kind/cluster.yaml)
+		printf 'networking:\n  disableDefaultCNI: true\n  podSubnet: 10.244.0.0/16\n'
+	fi
+	echo 'nodes:'
+	echo '  - role: control-plane'
+	echo '    extraPortMappings:'
+	echo "      - {containerPort: $node_port, hostPort: $port, listenAddress: 127.0.0.1, protocol: TCP}"
+	echo "      - {containerPort: $ingress_node_port, hostPort: $ingress_port, listenAddress: 127.0.0.1, protocol: TCP}"
+	# cgroup v1 hosts (like CI's); harmless on cgroup v2
+	printf 'kubeadmConfigPatches:\n  - |\n    kind: KubeletConfiguration\n    failCgroupV1: false\n'
+} >"$config"
+trap cleanup EXIT
+step "creating cluster $cluster" "$kind" create cluster --name "$cluster" --config "$config" \
+	--kubeconfig "$kubeconfig" --wait 3m ${node_image:+--image "$node_image"} >&2
+for i in "$image" "$traefik_image" ${postgres_image:+"$postgres_image"}; do
+	step "loading $i" "$kind" load docker-image "$i" --name "$cluster" >&2
+done
+
+# ---- 6. the test ----
+log "ready in $((SECONDS - t0))s; running test/e2e TestKind"
+KUBECONFIG=$kubeconfig KUBECTL=$kubectl HELM=$helm \
+	E2E_API_URL=https://127.0.0.1:$port E2E_NODE_PORT=$node_port E2E_INGRESS_ADDR=127.0.0.1:$ingress_port \
+	E2E_IMAGE=$image E2E_POSTGRES_IMAGE=$postgres_image \
+	"$go" test -tags e2e -count=1 -v -timeout 20m -run '^TestKind' ./test/e2e
+log "passed in $((SECONDS - t0))s"
