@@ -6,7 +6,7 @@
 #   image=$(hack/kind/traefik-image.sh)     # evalmeter.local/traefik:v3.6.12
 #
 # prints the image name, the only line on stdout. The binary is cached in bin/kind/
-# (the first build takes about 8 minutes on 2 cores); hack/kind/traefik.yaml runs it.
+# (the first build takes 5 to 8 minutes on 2 cores); hack/kind/traefik.yaml runs it.
 #
 # Environment: DOCKER_HOST (default: hack/docker.sh's engine), GO.
 set -euo pipefail
