@@ -34,8 +34,11 @@ const (
 	Finalizer = "evalmeter.io/revoke-keys"
 	// APIKeySecretKey is the key of the API key in the agreement's Secret.
 	APIKeySecretKey = "api-key"
-	// clientIDField indexes agreements by spec.clientID.
+	// clientIDField indexes agreements by spec.clientID in the cache.
 	clientIDField = ".spec.clientID"
+	// clientIDSelector selects agreements by spec.clientID on the API server
+	// (a selectable field of the CRD).
+	clientIDSelector = "spec.clientID"
 )
 
 // APIKeySecretName is the name of the Secret holding an agreement's key.
@@ -51,6 +54,9 @@ type ClientAgreementReconciler struct {
 	Random   io.Reader // for API keys
 	// Resync is how often an agreement's ledger figures are refreshed.
 	Resync time.Duration
+
+	// live reads the API server itself, not the cache (set up by SetupWithManager).
+	live client.Reader
 }
 
 // +kubebuilder:rbac:groups=evalmeter.io,resources=clientagreements,verbs=get;list;watch;update;patch
@@ -241,13 +247,15 @@ func (r *ClientAgreementReconciler) finalize(ctx context.Context, ca *evalmeterv
 }
 
 // holdsClientID reports whether ca is the agreement that holds its
-// clientID: the oldest of those naming it (then by namespace and name).
+// clientID: the oldest of those naming it (then by namespace and name). It
+// asks the API server, not the cache: an agreement created a moment ago and
+// not yet in the cache must not let a younger one write the ledger too.
 func (r *ClientAgreementReconciler) holdsClientID(ctx context.Context, ca *evalmeterv1alpha1.ClientAgreement) (bool, error) {
 	var list evalmeterv1alpha1.ClientAgreementList
-	if err := r.List(ctx, &list, client.MatchingFields{clientIDField: ca.Spec.ClientID}); err != nil {
+	if err := r.live.List(ctx, &list, client.MatchingFields{clientIDSelector: ca.Spec.ClientID}); err != nil {
 		return false, err
 	}
-	if len(list.Items) == 0 { // not in the cache yet
+	if len(list.Items) == 0 { // deleted meanwhile
 		return true, nil
 	}
 	return slices.MinFunc(list.Items, olderFirst).UID == ca.UID, nil
@@ -282,6 +290,7 @@ func (r *ClientAgreementReconciler) writeStatus(ctx context.Context, ca *evalmet
 // Secrets, and re-examines agreements sharing a clientID when one changes
 // (a Conflict clears when the holder goes).
 func (r *ClientAgreementReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	r.live = mgr.GetAPIReader()
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &evalmeterv1alpha1.ClientAgreement{}, clientIDField,
 		func(o client.Object) []string { return []string{o.(*evalmeterv1alpha1.ClientAgreement).Spec.ClientID} }); err != nil {
 		return err

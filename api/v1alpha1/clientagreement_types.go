@@ -101,6 +101,7 @@ type ClientAgreementStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=cla,categories=evalmeter
+// +kubebuilder:selectablefield:JSONPath=`.spec.clientID`
 // +kubebuilder:printcolumn:name="Client",type=string,JSONPath=`.spec.clientID`
 // +kubebuilder:printcolumn:name="Allocated",type=integer,JSONPath=`.spec.allocatedHours`
 // +kubebuilder:printcolumn:name="Consumed",type=integer,JSONPath=`.status.consumedHours`

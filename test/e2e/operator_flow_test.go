@@ -115,6 +115,13 @@ func TestOperatorFlow(t *testing.T) {
 		}
 		return nil
 	})
+	// spec.clientID is a selectable field: the API server filters on it.
+	if out := run("get", "cla", "-A", "--field-selector", "spec.clientID=acme", "-o", "name"); out != "clientagreement.evalmeter.io/acme\n" {
+		t.Errorf("kubectl get cla --field-selector spec.clientID=acme: %q", out)
+	}
+	if out := run("get", "cla", "-A", "--field-selector", "spec.clientID=other", "-o", "name"); out != "" {
+		t.Errorf("kubectl get cla --field-selector spec.clientID=other: %q", out)
+	}
 	table := run("-n", "clients", "get", "cla")
 	for _, column := range []string{"CLIENT", "ALLOCATED", "CONSUMED", "REMAINING", "VALID-UNTIL", "PHASE", "AGE", "acme"} {
 		if !strings.Contains(table, column) {
