@@ -41,9 +41,7 @@ set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 [ $# -eq 0 ] || die "usage: hack/kind/build-node-image.sh   (prints the node image name)"
-[ "$(id -u)" = 0 ] || die "must run as root (debootstrap, chroot)"
-export DOCKER_HOST=${DOCKER_HOST:-unix:///run/evalmeter-docker/docker.sock}
-docker version >/dev/null 2>&1 || die "no Docker engine at $DOCKER_HOST (hack/docker.sh start)"
+need_root_and_docker
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 here=$root/hack/kind

@@ -16,6 +16,14 @@ step() {
 	log "$name: done in $((SECONDS - start))s"
 }
 
+# need_root_and_docker: the scripts that debootstrap and chroot run as root, on
+# DOCKER_HOST or else hack/docker.sh's engine (exported for their docker calls).
+need_root_and_docker() {
+	[ "$(id -u)" = 0 ] || die "must run as root (debootstrap, chroot)"
+	export DOCKER_HOST=${DOCKER_HOST:-unix:///run/evalmeter-docker/docker.sock}
+	docker version >/dev/null 2>&1 || die "no Docker engine at $DOCKER_HOST (hack/docker.sh start)"
+}
+
 # debootstrap_once DIR PACKAGES MIRROR: a minbase Debian bookworm root filesystem in
 # DIR with the comma-separated PACKAGES, made unless DIR was made with the same list.
 debootstrap_once() {

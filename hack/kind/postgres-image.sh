@@ -20,9 +20,7 @@ set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 [ $# -eq 0 ] || die "usage: hack/kind/postgres-image.sh   (prints the image name)"
-[ "$(id -u)" = 0 ] || die "must run as root (debootstrap, chroot)"
-export DOCKER_HOST=${DOCKER_HOST:-unix:///run/evalmeter-docker/docker.sock}
-docker version >/dev/null 2>&1 || die "no Docker engine at $DOCKER_HOST (hack/docker.sh start)"
+need_root_and_docker
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 here=$root/hack/kind
@@ -41,7 +39,7 @@ image=evalmeter.local/postgres:15.${BASH_REMATCH[1]}
 
 stamp=$( (
 	echo "$image $version"
-	sha256sum "${BASH_SOURCE[0]}" "$here/lib.sh"
+	sha256sum "${BASH_SOURCE[0]}" "$here/lib.sh" "$here/files-postgres/entrypoint.sh"
 ) | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$out/postgres-image.stamp" 2>/dev/null)" = "$stamp" ] && docker image inspect "$image" >/dev/null 2>&1; then
 	echo "$image"

@@ -8,7 +8,7 @@
 # prints the image name, the only line on stdout. The binary is cached in bin/kind/
 # (the first build takes 5 to 8 minutes on 2 cores); hack/kind/traefik.yaml runs it.
 #
-# Environment: DOCKER_HOST (default: hack/docker.sh's engine), GO.
+# Environment: DOCKER_HOST (else Docker's default socket), GO.
 set -euo pipefail
 # shellcheck source=hack/kind/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
