@@ -1,0 +1,159 @@
+package convert
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// maxShapeObjects bounds how many object-valued top-level members a shape
+// records the names of, so that detection stays small on any file.
+const maxShapeObjects = 64
+
+// shape is the outline of a JSON document that detection looks at: the names
+// of its top-level members and, for the first object-valued ones, theirs.
+type shape struct {
+	keys map[string]bool
+	sub  map[string]map[string]bool
+}
+
+// has reports whether the document has all these top-level members.
+func (sh *shape) has(names ...string) bool {
+	for _, n := range names {
+		if !sh.keys[n] {
+			return false
+		}
+	}
+	return true
+}
+
+// subHas reports whether the top-level member top is an object with all these members.
+func (sh *shape) subHas(top string, names ...string) bool {
+	m := sh.sub[top]
+	for _, n := range names {
+		if !m[n] {
+			return false
+		}
+	}
+	return m != nil
+}
+
+// Detect names the format of a results file or directory, or returns "" when
+// it is none that Convert reads. Its error is for a file that cannot be read.
+func Detect(path string) (string, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "", err
+	}
+	if fi.IsDir() {
+		return detectDir(path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	br := bufio.NewReader(f)
+	head, err := br.Peek(512)
+	if err != nil && err != io.EOF {
+		return "", err
+	}
+	head = bytes.TrimLeft(bytes.TrimPrefix(head, []byte("\xef\xbb\xbf")), " \t\r\n")
+	switch {
+	case bytes.HasPrefix(head, []byte("PK\x03\x04")):
+		return "inspect", nil // an .eval log is a zip
+	case bytes.HasPrefix(head, []byte("<")):
+		if isJUnit(br) {
+			return "junit", nil
+		}
+		return "", nil
+	case bytes.HasPrefix(head, []byte("{")):
+		sh, err := readShape(br, path)
+		if err != nil {
+			return "", nil // not JSON: none of ours
+		}
+		for _, f := range formats {
+			if f.looks != nil && f.looks(sh) {
+				return f.name, nil
+			}
+		}
+	}
+	return "", nil
+}
+
+// detectDir recognises a tau2 results directory.
+func detectDir(path string) (string, error) {
+	if _, err := os.Stat(filepath.Join(path, "results.json")); err == nil {
+		if looks, err := Detect(filepath.Join(path, "results.json")); err == nil && looks == "tau2" {
+			return "tau2", nil
+		}
+	}
+	if fi, err := os.Stat(filepath.Join(path, "simulations")); err == nil && fi.IsDir() {
+		return "tau2", nil
+	}
+	return "", nil
+}
+
+// detectAll names the one format of all paths.
+func detectAll(paths []string) (string, error) {
+	found := ""
+	for _, p := range paths {
+		name, err := Detect(p)
+		if err != nil {
+			return "", err
+		}
+		if name == "" {
+			return "", fmt.Errorf("%s: cannot tell which tool wrote it; name the format with --from (%s)", p, strings.Join(Formats(), ", "))
+		}
+		if found != "" && name != found {
+			return "", fmt.Errorf("the files are of different formats (%s and %s): convert each format on its own", found, name)
+		}
+		found = name
+	}
+	return found, nil
+}
+
+// isJUnit reports whether the XML document's root is <testsuites> or <testsuite>.
+func isJUnit(r io.Reader) bool {
+	d := xml.NewDecoder(r)
+	for {
+		tok, err := d.Token()
+		if err != nil {
+			return false
+		}
+		if se, ok := tok.(xml.StartElement); ok {
+			return se.Name.Local == "testsuites" || se.Name.Local == "testsuite"
+		}
+	}
+}
+
+// readShape reads the outline of a JSON object document.
+func readShape(r io.Reader, name string) (*shape, error) {
+	j := newJSONReader(r, name)
+	sh := &shape{keys: map[string]bool{}, sub: map[string]map[string]bool{}}
+	if j.kind() != '{' {
+		return nil, errors.New("not an object")
+	}
+	err := j.object(func(top string) error {
+		sh.keys[top] = true
+		if j.kind() != '{' || len(sh.sub) >= maxShapeObjects {
+			return j.skip()
+		}
+		names := map[string]bool{}
+		sh.sub[top] = names
+		return j.object(func(n string) error {
+			names[n] = true
+			return j.skip()
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return sh, nil
+}

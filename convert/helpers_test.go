@@ -1,0 +1,94 @@
+package convert
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/evalmeter/evalmeter/internal/metrics"
+)
+
+// secretMarker is planted in every free-text field of the privacy fixtures
+// (prompts, outputs, messages, explanations, metadata, test output, paths).
+// It must never reach a request, a warning or an error message.
+const secretMarker = "SECRETMARKER"
+
+// convertOK converts paths as format and checks that the request is one the
+// service accepts: the metrics engine computes it.
+func convertOK(t *testing.T, format string, paths ...string) *Result {
+	t.Helper()
+	res, err := Convert(paths, Options{Format: format})
+	if err != nil {
+		t.Fatalf("Convert(%s, %v): %v", format, paths, err)
+	}
+	checkValid(t, res)
+	return res
+}
+
+// checkValid fails the test when the engine refuses the request.
+func checkValid(t testing.TB, res *Result) {
+	t.Helper()
+	body, err := res.Request.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := metrics.Compute(body); err != nil {
+		t.Fatalf("the engine refuses the converted request: %v\n%s", err, body)
+	}
+}
+
+// checkPrivate converts paths and fails when the marker appears in the
+// request, a warning or an error.
+func checkPrivate(t *testing.T, format string, paths ...string) {
+	t.Helper()
+	res, err := Convert(paths, Options{Format: format})
+	var out string
+	if err != nil {
+		out = err.Error()
+	} else {
+		body, _ := res.Request.Marshal()
+		out = string(body) + strings.Join(res.Warnings, "\n")
+	}
+	if strings.Contains(strings.ToUpper(out), secretMarker) {
+		t.Errorf("the marker of free text leaks from %v:\n%s", paths, out)
+	}
+}
+
+// byID indexes a request's cases by case_id.
+func byID(req Request) map[string]Case {
+	m := make(map[string]Case, len(req.Cases))
+	for _, c := range req.Cases {
+		m[c.ID] = c
+	}
+	return m
+}
+
+// fuzzConvert is the body of every format's fuzz target: whatever the input,
+// no panic, and a request that converts is one the engine accepts.
+func fuzzConvert(t *testing.T, format, ext string, data []byte) {
+	path := filepath.Join(t.TempDir(), "results"+ext)
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Convert([]string{path}, Options{Format: format})
+	if err != nil {
+		var wrong *WrongFormatError
+		var unusable *UnusableError
+		if errors.As(err, &wrong) || errors.As(err, &unusable) || strings.HasPrefix(err.Error(), path) {
+			return
+		}
+		t.Fatalf("an error that does not name the file: %v", err)
+	}
+	if len(res.Request.Cases) > MaxCases {
+		t.Fatalf("%d cases converted without Split", len(res.Request.Cases))
+	}
+	checkValid(t, res)
+}
+
+func i64(v int64) *int64     { return &v }
+func f64(v float64) *float64 { return &v }
+func ptrEq[T comparable](a, b *T) bool {
+	return a == nil && b == nil || a != nil && b != nil && *a == *b
+}
