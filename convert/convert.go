@@ -20,10 +20,12 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/evalmeter/evalmeter/internal/metrics"
 )
 
 // MaxCases is the number of cases one metrics request may hold.
-const MaxCases = 500
+const MaxCases = metrics.MaxCases
 
 // Status is a case's outcome.
 type Status string
@@ -84,7 +86,7 @@ type Options struct {
 	// IDKey, when set, replaces case ids and repeat groups by keyed hashes
 	// (HMAC-SHA256), for test names that are themselves sensitive.
 	IDKey []byte
-	// Split allows more than MaxCases cases, for Request.Split to post in parts.
+	// Split allows more than MaxCases cases, for Request.Parts to cut into parts.
 	Split bool
 }
 

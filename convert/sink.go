@@ -8,17 +8,19 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/evalmeter/evalmeter/internal/metrics"
 )
 
-// Bounds of the metrics request (specification §2.5 and §8).
+// Bounds of the metrics request, under the names the converters use.
 const (
-	maxIDLen        = 128
-	maxCheckNameLen = 80
-	maxToolChecks   = 32
-	maxLatencyMS    = 86_400_000
-	maxTokens       = 1_000_000_000
-	maxCost         = 1_000_000
-	maxSteps        = 100_000
+	maxIDLen        = metrics.MaxIDLength
+	maxCheckNameLen = metrics.MaxToolNameLength
+	maxToolChecks   = metrics.MaxToolChecks
+	maxLatencyMS    = metrics.MaxLatencyMS
+	maxTokens       = metrics.MaxTokens
+	maxCost         = metrics.MaxCost
+	maxSteps        = metrics.MaxSteps
 )
 
 // Warnings, counted per kind. Each is a format with one %d, the count.
