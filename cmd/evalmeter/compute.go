@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -46,20 +45,9 @@ func compute(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
-	if len(body) > metrics.MaxBodyBytes {
-		return refuse(enc, &metrics.Error{
-			Code:    "payload_too_large",
-			Message: fmt.Sprintf("the request is larger than %d bytes", metrics.MaxBodyBytes),
-		})
-	}
-	m, err := metrics.Compute(body)
-	var merr *metrics.Error
-	if errors.As(err, &merr) {
+	m, merr := checkRequest(body)
+	if merr != nil {
 		return refuse(enc, merr)
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "evalmeter compute: %v\n", err)
-		return 2
 	}
 	if err := enc.Encode(m); err != nil {
 		fmt.Fprintf(stderr, "evalmeter compute: %v\n", err)

@@ -24,8 +24,16 @@ Usage:
   evalmeter compute [FILE]   compute the metrics of a request (FILE, or standard input)
   evalmeter schema           print the JSON Schema of the metrics request
 
+For customers:
+  evalmeter convert [--from FORMAT] FILE...
+                             turn an eval tool's results into a metrics request
+                             (FORMAT: junit, promptfoo, inspect, tau2, deepeval, swebench, auto)
+  evalmeter submit --url BASE [--from FORMAT] [--gate EXPR]... FILE...
+                             convert, check locally and post through a session
+  evalmeter usage --url BASE print the client's credits
+
 Exit status: 0 on success, 1 when the request is refused (the error envelope
-is printed), 2 when the command could not run.
+is printed), 2 when the command could not run, 3 when a gate of submit failed.
 `
 
 func main() {
@@ -49,6 +57,12 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return clients(args[1:], stdout, stderr)
 	case "compute":
 		return compute(args[1:], stdin, stdout, stderr)
+	case "convert":
+		return convertCmd(args[1:], stdout, stderr)
+	case "submit":
+		return submitCmd(args[1:], stdout, stderr)
+	case "usage":
+		return usageCmd(args[1:], stdout, stderr)
 	case "schema":
 		if len(args) > 1 {
 			fmt.Fprintln(stderr, "Usage: evalmeter schema")

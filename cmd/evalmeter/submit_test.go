@@ -1,0 +1,340 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/evalmeter/evalmeter/internal/ledger"
+	"github.com/evalmeter/evalmeter/internal/pgtest"
+)
+
+// testAPI is evalmeter api serving on loopback for a test, with a client
+// granted credits.
+type testAPI struct {
+	url, dbURL, key string
+	stop            func()
+}
+
+// startAPI runs evalmeter api on a free loopback port until the test ends.
+func startAPI(t *testing.T, dbURL, tokenSecret string) *testAPI {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	cfg := &apiConfig{
+		addr: addr, opsAddr: "127.0.0.1:0", databaseURL: dbURL, migrate: true,
+		tokenSecrets: [][]byte{[]byte(tokenSecret)}, dbTimeout: 2 * time.Second, grace: 5 * time.Second,
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- runAPI(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
+	stop := sync.OnceFunc(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("api: %v", err)
+		}
+	})
+	t.Cleanup(stop)
+	base := "http://" + addr
+	deadline := time.Now().Add(time.Minute)
+	for {
+		resp, err := http.Get(base + "/api/svc/v1/schema")
+		if err == nil {
+			resp.Body.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the API did not come up: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return &testAPI{url: base, dbURL: dbURL, stop: stop}
+}
+
+// grant creates client acme with hours credits and sets its key in the
+// environment, as a customer's CI would.
+func (a *testAPI) grant(t *testing.T, hours int) {
+	t.Helper()
+	status, stdout, stderr := evalmeter(t, "clients", "grant", "--database-url", a.dbURL, "--client-id", "acme", "--hours", fmt.Sprint(hours))
+	if status != 0 {
+		t.Fatalf("grant: %d %s", status, stderr)
+	}
+	a.key = strings.TrimSpace(stdout)
+	t.Setenv(EnvAPIKey, a.key)
+}
+
+// consumed is the client's consumed credits, read from the ledger.
+func (a *testAPI) consumed(t *testing.T) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	store, err := ledger.Open(ctx, a.dbURL, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	u, err := store.Usage(ctx, "acme", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.ConsumedHours
+}
+
+func evalmeter(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	status := run(args, nil, &stdout, &stderr)
+	return status, stdout.String(), stderr.String()
+}
+
+// writeRequest writes a small metrics request with this run id.
+func writeRequest(t *testing.T, runID string, statuses ...string) string {
+	t.Helper()
+	var cases []map[string]any
+	for i, st := range statuses {
+		cases = append(cases, map[string]any{"case_id": fmt.Sprintf("c%d", i), "status": st, "latency_ms": 100 * (i + 1)})
+	}
+	b, _ := json.Marshal(map[string]any{"run_id": runID, "cases": cases})
+	path := filepath.Join(t.TempDir(), runID+".json")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func replayed(t *testing.T, stdout string) bool {
+	t.Helper()
+	var resp struct {
+		Replay *bool `json:"idempotent_replay"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &resp); err != nil || resp.Replay == nil {
+		t.Fatalf("stdout is not the service's metrics response: %v\n%s", err, stdout)
+	}
+	return *resp.Replay
+}
+
+// setCachedExpiry rewrites the expiry of the session in the cache, as time
+// passing would.
+func setCachedExpiry(t *testing.T, cache string, at time.Time) {
+	t.Helper()
+	b, err := os.ReadFile(cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f cacheFile
+	if err := json.Unmarshal(b, &f); err != nil || len(f.Entries) != 1 {
+		t.Fatalf("cache file: %v, %d entries", err, len(f.Entries))
+	}
+	for _, e := range f.Entries {
+		e.ExpiresAt = at
+	}
+	b, _ = json.Marshal(f)
+	if err := os.WriteFile(cache, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSubmit(t *testing.T) {
+	secret := strings.Repeat("s", 32)
+	a := startAPI(t, pgtest.NewDatabase(t), secret)
+	a.grant(t, 10)
+	cache := filepath.Join(t.TempDir(), "cache", "sessions.json")
+	submit := func(args ...string) (int, string, string) {
+		t.Helper()
+		return evalmeter(t, append([]string{"submit", "--url", a.url, "--cache-file", cache}, args...)...)
+	}
+	r1, r2, r3 := writeRequest(t, "r1", "pass", "fail"), writeRequest(t, "r2", "pass", "pass"), writeRequest(t, "r3", "pass", "error", "pass", "pass")
+
+	// Three submissions within a window cost one credit.
+	for _, r := range []string{r1, r2, r3} {
+		status, stdout, stderr := submit("--output", "json", r)
+		if status != 0 || replayed(t, stdout) {
+			t.Fatalf("submit %s: %d\n%s\n%s", r, status, stdout, stderr)
+		}
+	}
+	if got := a.consumed(t); got != 1 {
+		t.Errorf("three submissions consumed %d credits, want 1", got)
+	}
+
+	// An identical re-run replays.
+	status, stdout, stderr := submit("--output", "json", r1)
+	if status != 0 || !replayed(t, stdout) {
+		t.Errorf("re-run of r1: %d, not a replay\n%s\n%s", status, stdout, stderr)
+	}
+
+	// The cache is the user's only, and holds no credential.
+	fi, err := os.Stat(cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("cache file mode %v, want 0600", fi.Mode().Perm())
+	}
+	if dir, _ := os.Stat(filepath.Dir(cache)); dir.Mode().Perm() != 0o700 {
+		t.Errorf("cache directory mode %v, want 0700", dir.Mode().Perm())
+	}
+	content, _ := os.ReadFile(cache)
+	for _, secret := range []string{a.key, "evk_", "evs_"} {
+		if bytes.Contains(content, []byte(secret)) {
+			t.Errorf("the cache file holds %q:\n%s", secret, content)
+		}
+	}
+
+	// Gates: exit 3 naming the gate that failed; the others pass.
+	status, stdout, stderr = submit("--gate", "status.pass_rate>=0.5", "--gate", "latency_ms.p95<=100", r1)
+	if status != 3 || !strings.Contains(stderr, "gate latency_ms.p95<=100: FAIL (latency_ms.p95 = 200)") || !strings.Contains(stderr, "gate status.pass_rate>=0.5: pass") {
+		t.Errorf("failing gate: %d\n%s\n%s", status, stdout, stderr)
+	}
+	if !strings.Contains(stdout, "run r1: 2 cases") || !strings.Contains(stdout, "pass 1 (50.0%)") {
+		t.Errorf("text summary:\n%s", stdout)
+	}
+	if status, _, stderr := submit("--gate", "status.pass_rate>=0.5", "--gate", "tool_checks.pass_rate>=0.9", r2); status != 3 || !strings.Contains(stderr, "is null") {
+		t.Errorf("a gate on a null rate: %d\n%s", status, stderr)
+	}
+	if status, _, stderr := submit("--gate", "status.pass_rate>=1", r2); status != 0 {
+		t.Errorf("passing gate: %d\n%s", status, stderr)
+	}
+	// A gate that names no metric is refused before anything is posted.
+	for _, g := range []string{"status.pass_ratio>=0.9", "run_id>=1", "status.pass_rate=>0.9"} {
+		if status, _, stderr := submit("--gate", g, r2); status != 2 || !strings.Contains(stderr, "--gate") {
+			t.Errorf("--gate %s: %d\n%s", g, status, stderr)
+		}
+	}
+	// A request the service would refuse costs nothing: checked locally.
+	bad := filepath.Join(t.TempDir(), "bad.json")
+	os.WriteFile(bad, []byte(`{"run_id":"r","cases":[{"case_id":"a","status":"ok","latency_ms":1}]}`), 0o600)
+	if status, _, stderr := submit(bad); status != 1 || !strings.Contains(stderr, "cases[0].status") {
+		t.Errorf("invalid request: %d\n%s", status, stderr)
+	}
+	if got := a.consumed(t); got != 1 {
+		t.Errorf("after gates and refusals, %d credits consumed, want 1", got)
+	}
+
+	// A session with less than --min-window left, or past its end, is replaced.
+	for i, at := range []time.Time{time.Now().Add(2 * time.Minute), time.Now().Add(-time.Hour)} {
+		setCachedExpiry(t, cache, at)
+		status, stdout, stderr := submit(writeRequest(t, fmt.Sprintf("expiry%d", i), "pass"))
+		if status != 0 || !strings.Contains(stdout, "opened for 1 credit") || !strings.Contains(stderr, "opening a session") {
+			t.Errorf("cached session ending at %v: %d\n%s\n%s", at, status, stdout, stderr)
+		}
+		if got, want := a.consumed(t), 2+i; got != want {
+			t.Errorf("consumed %d, want %d", got, want)
+		}
+	}
+
+	status, stdout, _ = evalmeter(t, "usage", "--url", a.url)
+	if status != 0 || !strings.Contains(stdout, "client acme: 7 of 10 evaluation-hour credits left (3 consumed)") {
+		t.Errorf("usage: %d %s", status, stdout)
+	}
+}
+
+// TestSubmitRevalidates: a cached session that the service refuses with 401
+// is replaced by a new one, once.
+func TestSubmitRevalidates(t *testing.T) {
+	db := pgtest.NewDatabase(t)
+	a := startAPI(t, db, strings.Repeat("s", 32))
+	a.grant(t, 10)
+	// Through a proxy, so that the base URL, and the cache entry, stay the
+	// same when the API behind it restarts with another token secret.
+	var target struct {
+		sync.Mutex
+		url *url.URL
+	}
+	setTarget := func(raw string) {
+		u, _ := url.Parse(raw)
+		target.Lock()
+		target.url = u
+		target.Unlock()
+	}
+	setTarget(a.url)
+	proxy := httptest.NewServer(&httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) {
+		target.Lock()
+		defer target.Unlock()
+		r.SetURL(target.url)
+	}})
+	defer proxy.Close()
+	cache := filepath.Join(t.TempDir(), "sessions.json")
+
+	if status, _, stderr := evalmeter(t, "submit", "--url", proxy.URL, "--cache-file", cache, writeRequest(t, "one", "pass")); status != 0 {
+		t.Fatalf("submit: %d %s", status, stderr)
+	}
+	a.stop()
+	setTarget(startAPI(t, db, strings.Repeat("t", 32)).url)
+	status, stdout, stderr := evalmeter(t, "submit", "--url", proxy.URL, "--cache-file", cache, writeRequest(t, "two", "pass"))
+	if status != 0 || !strings.Contains(stderr, "no longer valid; opening another") || !strings.Contains(stdout, "opened for 1 credit") {
+		t.Errorf("after the token secret changed: %d\n%s\n%s", status, stdout, stderr)
+	}
+	if got := a.consumed(t); got != 2 {
+		t.Errorf("consumed %d, want 2", got)
+	}
+}
+
+// TestSubmitOutage: PostgreSQL stops while a session opens, and again while
+// the metrics are posted. The submission ends in success after retries,
+// with exactly one credit spent.
+func TestSubmitOutage(t *testing.T) {
+	cluster := pgtest.NewCluster(t)
+	db := cluster.NewDatabase(t)
+	a := startAPI(t, db, strings.Repeat("s", 32))
+	a.grant(t, 10)
+
+	target, _ := url.Parse(a.url)
+	var mu sync.Mutex
+	outages := map[string]bool{}
+	restarted := make(chan error, 2)
+	rp := httputil.NewSingleHostReverseProxy(target)
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		first := r.Method == http.MethodPost && !outages[r.URL.Path]
+		if first {
+			outages[r.URL.Path] = true
+		}
+		mu.Unlock()
+		if first {
+			if err := cluster.Stop(); err != nil {
+				t.Errorf("stop PostgreSQL: %v", err)
+			}
+			time.AfterFunc(3*time.Second, func() { restarted <- cluster.Restart() })
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	defer proxy.Close()
+
+	status, stdout, stderr := evalmeter(t, "submit", "--url", proxy.URL, "--cache-file", filepath.Join(t.TempDir(), "s.json"), "--output", "json", writeRequest(t, "outage", "pass", "fail"))
+	for range 2 {
+		if err := <-restarted; err != nil {
+			t.Fatalf("restart PostgreSQL: %v", err)
+		}
+	}
+	if status != 0 || replayed(t, stdout) {
+		t.Fatalf("submit through two outages: %d\n%s\n%s", status, stdout, stderr)
+	}
+	if !strings.Contains(stderr, "503 service_unavailable") || !strings.Contains(stderr, "retrying in") {
+		t.Errorf("no retry of a 503 reported:\n%s", stderr)
+	}
+	t.Logf("stderr of the submission:\n%s", stderr)
+	if len(outages) != 2 {
+		t.Errorf("outages during %v, want both POSTs", outages)
+	}
+	if got := a.consumed(t); got != 1 {
+		t.Errorf("consumed %d credits through the outages, want exactly 1", got)
+	}
+}
