@@ -3,6 +3,9 @@
 GO ?= go
 # How long `make test` fuzzes the metrics engine; `make fuzz FUZZTIME=10m` for longer.
 FUZZTIME ?= 20s
+# How long `make test` fuzzes each converter.
+FUZZTIME_CONVERT ?= 5s
+CONVERT_FUZZERS = FuzzJUnit FuzzPromptfoo FuzzInspect FuzzInspectEval FuzzTau2 FuzzDeepEval FuzzSWEBench
 # Benchmark repetitions for `make bench`; the ratios use the medians.
 BENCHCOUNT ?= 6
 
@@ -66,8 +69,12 @@ test-e2e: ## Install the chart on a new kind cluster and run the client flow thr
 	GO=$(GO) hack/e2e.sh
 
 .PHONY: fuzz
-fuzz: ## Fuzz the metrics engine for FUZZTIME (default 20s) against the JSON Schema and gowebpki/jcs.
+fuzz: ## Fuzz the metrics engine for FUZZTIME (default 20s) against the JSON Schema and gowebpki/jcs, and each converter for FUZZTIME_CONVERT (5s).
 	$(GO) test -run '^$$' -fuzz '^FuzzCompute$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10s ./internal/metrics
+	@for f in $(CONVERT_FUZZERS); do \
+		cmd="$(GO) test -run ^$$ -fuzz ^$$f\$$ -fuzztime $(FUZZTIME_CONVERT) -fuzzminimizetime 5s ./convert"; \
+		echo "$$cmd"; $$cmd || exit 1; \
+	done
 
 .PHONY: bench
 bench: $(LOCALBIN) ## Benchmark the engine beside json.Valid and json.Unmarshal on a 130 KB request; print the ratios.
@@ -84,6 +91,10 @@ bench-api: ## Load the API on loopback (real server and PostgreSQL) beside a bar
 .PHONY: build
 build: $(LOCALBIN) ## Build bin/evalmeter.
 	$(GO) build -o $(LOCALBIN)/evalmeter ./cmd/evalmeter
+
+.PHONY: dist
+dist: ## Build static evalmeter binaries for linux, darwin and windows on amd64 and arm64 into dist/, with SHA256SUMS.
+	GO=$(GO) hack/dist.sh
 
 # Helm at go.mod's version, with the Kubernetes version its library was built against.
 HELM_VERSION = $(shell awk '$$1 == "helm.sh/helm/v3" { print $$2 }' go.mod)

@@ -178,6 +178,9 @@ func Convert(paths []string, opts Options) (*Result, error) {
 		err := f.read(p, s)
 		if errors.Is(err, errNotFormat) {
 			looks, _ := Detect(p)
+			if looks == f.name { // recognised at a glance, refused on reading
+				looks = ""
+			}
 			return nil, &WrongFormatError{Path: p, Format: f.name, Looks: looks}
 		}
 		if err != nil {
@@ -225,9 +228,9 @@ type WrongFormatError struct {
 
 func (e *WrongFormatError) Error() string {
 	if e.Looks == "" {
-		return fmt.Sprintf("%s is not a %s results file, nor any format evalmeter reads (%s)", e.Path, e.Format, strings.Join(Formats(), ", "))
+		return fmt.Sprintf("%s: not %s results, nor any format evalmeter reads (%s)", e.Path, e.Format, strings.Join(Formats(), ", "))
 	}
-	return fmt.Sprintf("%s is not a %s results file: it looks like %s (use --from %s)", e.Path, e.Format, e.Looks, e.Looks)
+	return fmt.Sprintf("%s: not %s results; it looks like %s results (use --from %s)", e.Path, e.Format, e.Looks, e.Looks)
 }
 
 // UnusableError reports results that cannot make a valid request.

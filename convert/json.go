@@ -1,6 +1,7 @@
 package convert
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -21,7 +22,7 @@ type jsonReader struct {
 
 func newJSONReader(r io.Reader, name string) *jsonReader {
 	return &jsonReader{
-		d: jsontext.NewDecoder(r,
+		d: jsontext.NewDecoder(newNonFiniteReader(r),
 			// Python writes lone surrogates as escapes; the text is skipped anyway.
 			jsontext.AllowInvalidUTF8(true),
 			// Tracking names costs memory on big objects, and the tools write none twice.
@@ -166,10 +167,95 @@ func (j *jsonReader) end() error {
 func (j *jsonReader) fail(err error) error {
 	var se *jsontext.SyntacticError
 	switch {
-	case errors.As(err, &se):
-		return fmt.Errorf("%s: malformed JSON at byte %d", j.name, se.ByteOffset)
+	// jsontext wraps an early end in a SyntacticError: test for it first.
 	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
 		return fmt.Errorf("%s: the JSON ends early: the file is truncated", j.name)
+	case errors.As(err, &se):
+		return fmt.Errorf("%s: malformed JSON at byte %d", j.name, se.ByteOffset)
 	}
 	return fmt.Errorf("%s: %w", j.name, err)
+}
+
+// nonFiniteReader rewrites the constants NaN, Infinity and -Infinity, which
+// Python writes outside strings, into JSON: NaN becomes null and the
+// infinities numbers beyond a double's range. Other bytes pass unchanged.
+type nonFiniteReader struct {
+	r        *bufio.Reader
+	inString bool
+	escaped  bool
+	pending  []byte
+}
+
+func newNonFiniteReader(r io.Reader) *nonFiniteReader {
+	return &nonFiniteReader{r: bufio.NewReaderSize(r, 64<<10)}
+}
+
+var nonFiniteLiterals = []struct{ text, json string }{
+	{"NaN", "null"},
+	{"Infinity", "1e999   "},
+	{"-Infinity", "-1e999   "},
+}
+
+func (n *nonFiniteReader) Read(p []byte) (int, error) {
+	if len(n.pending) > 0 {
+		c := copy(p, n.pending)
+		n.pending = n.pending[c:]
+		return c, nil
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if _, err := n.r.Peek(1); err != nil {
+		return 0, err
+	}
+	buf, _ := n.r.Peek(n.r.Buffered())
+	if len(buf) > len(p) {
+		buf = buf[:len(p)]
+	}
+	k := n.scan(buf)
+	if k > 0 {
+		copy(p, buf[:k])
+		n.r.Discard(k)
+		return k, nil
+	}
+	for _, lit := range nonFiniteLiterals {
+		if b, _ := n.r.Peek(len(lit.text)); string(b) == lit.text {
+			n.r.Discard(len(lit.text))
+			c := copy(p, lit.json)
+			n.pending = []byte(lit.json[c:])
+			return c, nil
+		}
+	}
+	p[0] = buf[0]
+	n.r.Discard(1)
+	return 1, nil
+}
+
+// scan tracks strings through buf and returns where a constant may start
+// outside a string, or len(buf).
+func (n *nonFiniteReader) scan(buf []byte) int {
+	for i, b := range buf {
+		if n.inString {
+			switch {
+			case n.escaped:
+				n.escaped = false
+			case b == '\\':
+				n.escaped = true
+			case b == '"':
+				n.inString = false
+			}
+			continue
+		}
+		switch b {
+		case '"':
+			n.inString = true
+		case 'N', 'I':
+			return i
+		case '-':
+			if i+1 == len(buf) || buf[i+1] == 'I' {
+				return i
+			}
+		}
+	}
+	return len(buf)
 }

@@ -130,7 +130,7 @@ func (s *sink) check(name string, passed bool) ToolCheck {
 
 // tokens returns a reported token count, or nil when v is not a usable one.
 func (s *sink) tokens(v float64) *int64 {
-	if v < 0 || v != math.Trunc(v) || math.IsInf(v, 0) {
+	if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 || v != math.Trunc(v) {
 		s.warn(warnBadTokens)
 		return nil
 	}

@@ -31,10 +31,14 @@ For customers:
   evalmeter submit --url BASE [--from FORMAT] [--gate EXPR]... FILE...
                              convert, check locally and post through a session
   evalmeter usage --url BASE print the client's credits
+  evalmeter version          print the version
 
 Exit status: 0 on success, 1 when the request is refused (the error envelope
 is printed), 2 when the command could not run, 3 when a gate of submit failed.
 `
+
+// version is set at build time by make dist.
+var version = "dev"
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
@@ -69,6 +73,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return 2
 		}
 		stdout.Write(api.MetricsRequestSchema)
+		return 0
+	case "version", "--version":
+		fmt.Fprintln(stdout, "evalmeter", version)
 		return 0
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)

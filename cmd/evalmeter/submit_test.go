@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -336,5 +337,41 @@ func TestSubmitOutage(t *testing.T) {
 	}
 	if got := a.consumed(t); got != 1 {
 		t.Errorf("consumed %d credits through the outages, want exactly 1", got)
+	}
+}
+
+// TestSubmitResumesOpening: a run that dies after the service opened its
+// session, before the answer arrived, leaves the Idempotency-Key in the
+// cache; the next run replays that opening instead of spending again.
+func TestSubmitResumesOpening(t *testing.T) {
+	a := startAPI(t, pgtest.NewDatabase(t), strings.Repeat("s", 32))
+	a.grant(t, 10)
+	target, _ := url.Parse(a.url)
+	rp := httputil.NewSingleHostReverseProxy(target)
+	var loseAnswers atomic.Bool
+	loseAnswers.Store(true)
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if loseAnswers.Load() && r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/sessions") {
+			rp.ServeHTTP(httptest.NewRecorder(), r) // the session opens; its answer is lost
+			<-r.Context().Done()
+			return
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	defer proxy.Close()
+	cache := filepath.Join(t.TempDir(), "sessions.json")
+	req := writeRequest(t, "resume", "pass")
+
+	status, _, stderr := evalmeter(t, "submit", "--url", proxy.URL, "--cache-file", cache, "--timeout", "2s", req)
+	if status != 1 || a.consumed(t) != 1 {
+		t.Fatalf("the run that lost its answer: exit %d, %d consumed\n%s", status, a.consumed(t), stderr)
+	}
+	loseAnswers.Store(false)
+	status, stdout, stderr := evalmeter(t, "submit", "--url", proxy.URL, "--cache-file", cache, req)
+	if status != 0 || !strings.Contains(stderr, "completing a session opening that an earlier run started") {
+		t.Errorf("the next run: %d\n%s\n%s", status, stdout, stderr)
+	}
+	if got := a.consumed(t); got != 1 {
+		t.Errorf("consumed %d credits, want 1: the opening was not replayed", got)
 	}
 }
