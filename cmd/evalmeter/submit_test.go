@@ -375,3 +375,38 @@ func TestSubmitResumesOpening(t *testing.T) {
 		t.Errorf("consumed %d credits, want 1: the opening was not replayed", got)
 	}
 }
+
+// TestSubmitSplit: results of more than 500 cases post as parts in one session.
+func TestSubmitSplit(t *testing.T) {
+	a := startAPI(t, pgtest.NewDatabase(t), strings.Repeat("s", 32))
+	a.grant(t, 10)
+	cache := filepath.Join(t.TempDir(), "sessions.json")
+	path := writePromptfoo(t, 1100)
+
+	status, stdout, stderr := evalmeter(t, "submit", "--url", a.url, "--cache-file", cache, "--from", "promptfoo", "--split", "--output", "json", path)
+	if status != 0 || !strings.Contains(stderr, "1100 cases in 3 parts") {
+		t.Fatalf("submit --split: %d\n%s\n%s", status, stdout, stderr)
+	}
+	var got []string
+	for _, line := range strings.Split(strings.TrimSpace(stdout), "\n") {
+		var resp struct {
+			Metrics struct {
+				RunID     string `json:"run_id"`
+				CaseCount int    `json:"case_count"`
+			} `json:"metrics"`
+		}
+		if err := json.Unmarshal([]byte(line), &resp); err != nil {
+			t.Fatalf("%v: %s", err, line)
+		}
+		got = append(got, fmt.Sprintf("%s=%d", resp.Metrics.RunID, resp.Metrics.CaseCount))
+	}
+	if want := "eval-big-1.p1of3=500 eval-big-1.p2of3=500 eval-big-1.p3of3=100"; strings.Join(got, " ") != want {
+		t.Errorf("parts %v, want %s", got, want)
+	}
+	if got := a.consumed(t); got != 1 {
+		t.Errorf("consumed %d, want 1", got)
+	}
+	if status, _, stderr := evalmeter(t, "submit", "--url", a.url, "--cache-file", cache, "--from", "promptfoo", path); status != 1 || !strings.Contains(stderr, "--split") {
+		t.Errorf("1100 cases without --split: %d\n%s", status, stderr)
+	}
+}
