@@ -63,7 +63,11 @@ func TestConvertCmd(t *testing.T) {
 				t.Fatalf("the engine refuses the output: %v\n%s", err, stdout)
 			}
 			if tt.name == "hashed ids" {
-				var req struct{ Cases []struct{ CaseID string `json:"case_id"` } }
+				var req struct {
+					Cases []struct {
+						CaseID string `json:"case_id"`
+					}
+				}
 				json.Unmarshal([]byte(stdout), &req)
 				for _, c := range req.Cases {
 					if !hashed.MatchString(c.CaseID) {
