@@ -28,7 +28,8 @@ import (
 // which are the grader's, and a tokenUsage with only a total.
 //
 // Where the rules are silent: the result's own counts, when it has either,
-// are taken as a pair and never mixed with the response's; a result with
+// are taken as a pair and never mixed with the response's; counts that are
+// all zero are promptfoo's default, not a report; a result with
 // neither id nor both indexes is named by its place in the conversion; a
 // component without pass is no check, and an assert-set's own components
 // are not read; an empty error is none.
@@ -45,7 +46,11 @@ type promptfooTokens struct {
 	hasPrompt, hasCompletion bool
 }
 
-func (t promptfooTokens) reported() bool { return t.hasPrompt || t.hasCompletion }
+// reported: promptfoo starts every result's tokenUsage at zero, so counts
+// that are all zero are its default, not a report of the provider's.
+func (t promptfooTokens) reported() bool {
+	return t.hasPrompt && t.prompt != 0 || t.hasCompletion && t.completion != 0
+}
 
 // promptfooResult is what one EvaluateResult says about its case.
 type promptfooResult struct {
@@ -316,6 +321,9 @@ func (r *promptfooResult) toCase(s *sink) Case {
 	tokens := r.tokens
 	if !tokens.reported() {
 		tokens = r.respTokens
+	}
+	if !tokens.reported() {
+		return c
 	}
 	if tokens.hasPrompt {
 		c.InputTokens = s.tokens(tokens.prompt)
