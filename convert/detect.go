@@ -87,7 +87,7 @@ func Detect(path string) (string, error) {
 	return "", nil
 }
 
-// detectDir recognises a tau2 results directory.
+// detectDir recognises a tau2 results directory and a SWE-bench log directory.
 func detectDir(path string) (string, error) {
 	if _, err := os.Stat(filepath.Join(path, "results.json")); err == nil {
 		if looks, err := Detect(filepath.Join(path, "results.json")); err == nil && looks == "tau2" {
@@ -96,6 +96,16 @@ func detectDir(path string) (string, error) {
 	}
 	if fi, err := os.Stat(filepath.Join(path, "simulations")); err == nil && fi.IsDir() {
 		return "tau2", nil
+	}
+	// The SWE-bench harness's logs/run_evaluation/<run>/<model>/<instance>/report.json,
+	// from any of those levels.
+	for _, pattern := range []string{"report.json", "*/report.json", "*/*/report.json", "*/*/*/report.json"} {
+		if matches, _ := filepath.Glob(filepath.Join(path, pattern)); len(matches) > 0 {
+			if looks, err := Detect(matches[0]); err == nil && looks == "swebench" {
+				return "swebench", nil
+			}
+			break
+		}
 	}
 	return "", nil
 }
@@ -122,6 +132,12 @@ func detectAll(paths []string) (string, error) {
 // isJUnit reports whether the XML document's root is <testsuites> or <testsuite>.
 func isJUnit(r io.Reader) bool {
 	d := xml.NewDecoder(r)
+	d.CharsetReader = func(charset string, in io.Reader) (io.Reader, error) {
+		if strings.EqualFold(charset, "us-ascii") || strings.EqualFold(charset, "ascii") {
+			return in, nil // a subset of UTF-8
+		}
+		return nil, fmt.Errorf("encoding %s", charset)
+	}
 	for {
 		tok, err := d.Token()
 		if err != nil {
