@@ -5,6 +5,8 @@ GO ?= go
 FUZZTIME ?= 20s
 # How long `make test` fuzzes each converter.
 FUZZTIME_CONVERT ?= 5s
+# How long `make test` fuzzes the API's whole HTTP handler (on a real PostgreSQL).
+FUZZTIME_HTTP ?= 10s
 CONVERT_FUZZERS = FuzzJUnit FuzzPromptfoo FuzzInspect FuzzInspectEval FuzzTau2 FuzzDeepEval FuzzSWEBench
 # Benchmark repetitions for `make bench`; the ratios use the medians.
 BENCHCOUNT ?= 6
@@ -69,8 +71,9 @@ test-e2e: ## Install the chart on a new kind cluster and run the client flow thr
 	GO=$(GO) hack/e2e.sh
 
 .PHONY: fuzz
-fuzz: ## Fuzz the metrics engine for FUZZTIME (default 20s) against the JSON Schema and gowebpki/jcs, and each converter for FUZZTIME_CONVERT (5s).
+fuzz: ## Fuzz the metrics engine for FUZZTIME (default 20s) against the JSON Schema and gowebpki/jcs, each converter for FUZZTIME_CONVERT (5s), and the API handler for FUZZTIME_HTTP (10s) against api/openapi.yaml.
 	$(GO) test -run '^$$' -fuzz '^FuzzCompute$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10s ./internal/metrics
+	$(GO) test -run '^$$' -fuzz '^FuzzHandler$$' -fuzztime $(FUZZTIME_HTTP) -fuzzminimizetime 10s ./server
 	@for f in $(CONVERT_FUZZERS); do \
 		cmd="$(GO) test -run ^$$ -fuzz ^$$f\$$ -fuzztime $(FUZZTIME_CONVERT) -fuzzminimizetime 5s ./convert"; \
 		echo "$$cmd"; $$cmd || exit 1; \

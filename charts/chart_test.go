@@ -12,13 +12,11 @@ import (
 	"strings"
 	"testing"
 
-	"helm.sh/helm/v3/pkg/action"
-	"helm.sh/helm/v3/pkg/chart/loader"
-	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/lint"
 	"helm.sh/helm/v3/pkg/lint/support"
-	"helm.sh/helm/v3/pkg/releaseutil"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -27,6 +25,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
+
+	"github.com/evalmeter/evalmeter/internal/charttest"
 )
 
 const chartDir = "evalmeter"
@@ -73,7 +73,8 @@ var valueSets = map[string]map[string]any{
 	"production": {
 		"image":            map[string]any{"repository": "registry.example.com/evalmeter", "tag": "0.1.0"},
 		"imagePullSecrets": []any{map[string]any{"name": "registry"}},
-		"tokenSecret":      map[string]any{"existingSecret": "evalmeter-token", "existingSecretKey": "key"},
+		"tokenSecret":      map[string]any{"existingSecret": "evalmeter-token", "existingSecretKey": "key", "previousExistingSecret": "evalmeter-token-1"},
+		"database":         map[string]any{"existingSecret": "evalmeter-database", "maxConns": 8},
 		"api": map[string]any{
 			"tlsSecret":   "evalmeter-tls",
 			"autoscaling": map[string]any{"enabled": true, "maxReplicas": 6},
@@ -91,29 +92,13 @@ var valueSets = map[string]map[string]any{
 
 // render renders the chart as `helm install --dry-run` would, in namespace.
 func render(values map[string]any, namespace string) ([]*unstructured.Unstructured, error) {
-	chart, err := loader.Load(chartDir)
-	if err != nil {
-		return nil, err
-	}
-	install := action.NewInstall(&action.Configuration{})
-	install.DryRun, install.ClientOnly, install.Replace = true, true, true
-	install.ReleaseName, install.Namespace = "evalmeter", namespace
-	install.KubeVersion = &chartutil.KubeVersion{Version: "v1.36.3", Major: "1", Minor: "36"}
-	rel, err := install.Run(chart, values)
-	if err != nil {
-		return nil, err
-	}
-	var objs []*unstructured.Unstructured
-	for _, doc := range releaseutil.SplitManifests(rel.Manifest) {
-		var o unstructured.Unstructured
-		if err := yaml.Unmarshal([]byte(doc), &o.Object); err != nil {
-			return nil, fmt.Errorf("%v:\n%s", err, doc)
-		}
-		if len(o.Object) > 0 {
-			objs = append(objs, &o)
-		}
-	}
-	return objs, nil
+	return charttest.Render(chartDir, namespace, values)
+}
+
+// renderFor renders the chart for a cluster of Kubernetes version kubeVersion
+// ("v1.36.3").
+func renderFor(kubeVersion string, values map[string]any, namespace string) ([]*unstructured.Unstructured, error) {
+	return charttest.RenderFor(chartDir, kubeVersion, namespace, values)
 }
 
 func TestLint(t *testing.T) {
@@ -142,6 +127,10 @@ func TestValuesSchema(t *testing.T) {
 		"bad pull policy":        {"image": map[string]any{"pullPolicy": "Sometimes"}},
 		"service port too high":  {"api": map[string]any{"service": map[string]any{"port": 70000}}},
 		"node port out of range": {"api": map[string]any{"service": map[string]any{"type": "NodePort", "nodePort": 8080}}},
+		"no connections":         {"database": map[string]any{"maxConns": 0}},
+		"connections as a word":  {"postgresql": map[string]any{"maxConnections": "many"}},
+		"bad previous secret":    {"tokenSecret": map[string]any{"previousExistingSecret": "Old_Token"}},
+		"empty previous key":     {"tokenSecret": map[string]any{"previousExistingSecret": "old", "previousExistingSecretKey": ""}},
 	} {
 		if _, err := render(values, "evalmeter"); err == nil || !strings.Contains(err.Error(), "schema") {
 			t.Errorf("%s: rendered (%v), want a schema error", name, err)
@@ -262,5 +251,271 @@ func convert(t *testing.T, o *unstructured.Unstructured, v any) {
 	}
 	if err := yaml.Unmarshal(b, v); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// object returns the rendered object of kind and name, converted into v.
+func object(t *testing.T, objs []*unstructured.Unstructured, kind, name string, v any) {
+	t.Helper()
+	for _, o := range objs {
+		if o.GetKind() == kind && o.GetName() == name {
+			convert(t, o, v)
+			return
+		}
+	}
+	t.Fatalf("no %s %s rendered", kind, name)
+}
+
+// container returns the container name of a rendered Deployment.
+func container(t *testing.T, objs []*unstructured.Unstructured, deployment, name string) corev1.Container {
+	t.Helper()
+	var d appsv1.Deployment
+	object(t, objs, "Deployment", deployment, &d)
+	for _, c := range d.Spec.Template.Spec.Containers {
+		if c.Name == name {
+			return c
+		}
+	}
+	t.Fatalf("Deployment %s has no container %s", deployment, name)
+	return corev1.Container{}
+}
+
+func envVar(c corev1.Container, name string) *corev1.EnvVar {
+	for i := range c.Env {
+		if c.Env[i].Name == name {
+			return &c.Env[i]
+		}
+	}
+	return nil
+}
+
+func mustRender(t *testing.T, values map[string]any) []*unstructured.Unstructured {
+	t.Helper()
+	objs, err := render(values, "evalmeter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
+}
+
+// TestOpsPortNotPublished: the API's Service carries the API port only, so
+// that a NodePort or LoadBalancer never publishes /metrics and /readyz;
+// those have a ClusterIP Service of their own, and the NetworkPolicy opens
+// the ops port to this namespace only.
+func TestOpsPortNotPublished(t *testing.T) {
+	for _, typ := range []string{"ClusterIP", "NodePort", "LoadBalancer"} {
+		objs := mustRender(t, map[string]any{"api": map[string]any{"service": map[string]any{"type": typ}}})
+		var api, ops corev1.Service
+		object(t, objs, "Service", "evalmeter-api", &api)
+		object(t, objs, "Service", "evalmeter-api-ops", &ops)
+		if len(api.Spec.Ports) != 1 || api.Spec.Ports[0].TargetPort.String() != "http" {
+			t.Errorf("%s: the API Service has ports %+v, want the API port only", typ, api.Spec.Ports)
+		}
+		if ops.Spec.Type != corev1.ServiceTypeClusterIP || len(ops.Spec.Ports) != 1 ||
+			ops.Spec.Ports[0].TargetPort.String() != "ops" || ops.Spec.Ports[0].Port != 9090 {
+			t.Errorf("%s: the ops Service is %s with ports %+v, want ClusterIP with ops on 9090", typ, ops.Spec.Type, ops.Spec.Ports)
+		}
+		if !equality.Semantic.DeepEqual(ops.Spec.Selector, api.Spec.Selector) {
+			t.Errorf("%s: the ops Service selects %v, the API's %v", typ, ops.Spec.Selector, api.Spec.Selector)
+		}
+	}
+
+	apiFrom := []any{map[string]any{"namespaceSelector": map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": "ingress-nginx"}}}}
+	objs := mustRender(t, map[string]any{"networkPolicy": map[string]any{"apiFrom": apiFrom}})
+	var policy networkingv1.NetworkPolicy
+	object(t, objs, "NetworkPolicy", "evalmeter-api", &policy)
+	opened := map[string]string{}
+	for _, rule := range policy.Spec.Ingress {
+		if len(rule.Ports) != 1 || rule.Ports[0].Port == nil {
+			t.Fatalf("an API ingress rule opens ports %+v, want one named port per rule", rule.Ports)
+		}
+		from, _ := yaml.Marshal(rule.From)
+		opened[rule.Ports[0].Port.String()] = strings.TrimSpace(string(from))
+	}
+	want := map[string]string{
+		"http": "- namespaceSelector:\n    matchLabels:\n      kubernetes.io/metadata.name: ingress-nginx",
+		"ops":  "- podSelector: {}",
+	}
+	if !equality.Semantic.DeepEqual(opened, want) {
+		t.Errorf("the API's NetworkPolicy opens %q, want %q", opened, want)
+	}
+}
+
+// TestDatabaseMaxConns: database.maxConns bounds the pool of the API and of
+// the controller.
+func TestDatabaseMaxConns(t *testing.T) {
+	for values, want := range map[string]string{`{}`: "5", `{"database": {"maxConns": 7}}`: "7"} {
+		var v map[string]any
+		if err := yaml.Unmarshal([]byte(values), &v); err != nil {
+			t.Fatal(err)
+		}
+		objs := mustRender(t, v)
+		for deployment, name := range map[string]string{"evalmeter-api": "api", "evalmeter-controller": "controller"} {
+			env := envVar(container(t, objs, deployment, name), "EVALMETER_DB_MAX_CONNS")
+			if env == nil || env.Value != want {
+				t.Errorf("%s: %s has EVALMETER_DB_MAX_CONNS %+v, want %s", values, name, env, want)
+			}
+		}
+	}
+}
+
+// TestBundledPostgreSQLConnections: the bundled PostgreSQL's max_connections
+// is postgresql.maxConnections, and the chart refuses to render when the pods
+// could open more connections than that (the sum in values.yaml).
+func TestBundledPostgreSQLConnections(t *testing.T) {
+	maxConnections := func(objs []*unstructured.Unstructured) string {
+		var sts appsv1.StatefulSet
+		object(t, objs, "StatefulSet", "evalmeter-postgresql", &sts)
+		return strings.Join(sts.Spec.Template.Spec.Containers[0].Args, " ")
+	}
+	for _, c := range []struct {
+		name   string
+		values string
+		args   string // the PostgreSQL container's, or
+		fail   string // the render error
+	}{
+		{name: "defaults", values: `{}`, args: "-c max_connections=100"},
+		// (10 + 3) × 5 + (1 + 1) × 5 + 2 + 3 = 80
+		{name: "autoscaling", values: `{api: {autoscaling: {enabled: true}}}`, args: "-c max_connections=100"},
+		// (10 + 3) × 10 + (1 + 1) × 10 + 2 + 3 = 155
+		{name: "too many", values: `{database: {maxConns: 10}, api: {autoscaling: {enabled: true}}}`,
+			fail: "pods can open 155 PostgreSQL connections at once (database.maxConns 10 each, see values.yaml), more than postgresql.maxConnections 100"},
+		{name: "raised", values: `{database: {maxConns: 10}, api: {autoscaling: {enabled: true}}, postgresql: {maxConnections: 155}}`,
+			args: "-c max_connections=155"},
+		// (6 + 2) × 5 + (3 + 1) × 5 + 2 + 3 = 65
+		{name: "replicas", values: `{api: {replicas: 6}, controller: {replicas: 3}, postgresql: {maxConnections: 64}}`,
+			fail: "pods can open 65 PostgreSQL connections"},
+	} {
+		var v map[string]any
+		if err := yaml.Unmarshal([]byte(c.values), &v); err != nil {
+			t.Fatal(err)
+		}
+		pg, _ := v["postgresql"].(map[string]any)
+		if pg == nil {
+			pg = map[string]any{}
+			v["postgresql"] = pg
+		}
+		pg["enabled"] = true
+		objs, err := render(v, "evalmeter")
+		switch {
+		case c.fail != "" && (err == nil || !strings.Contains(err.Error(), c.fail)):
+			t.Errorf("%s: rendered (%v), want the error %q", c.name, err, c.fail)
+		case c.fail == "" && err != nil:
+			t.Errorf("%s: %v", c.name, err)
+		case c.fail == "" && maxConnections(objs) != c.args:
+			t.Errorf("%s: PostgreSQL runs with %q, want %q", c.name, maxConnections(objs), c.args)
+		}
+	}
+}
+
+// TestSecretMounts: the token secrets and the serving certificate are whole
+// Secret volumes, mounted read-only without subPath, which the kubelet
+// updates in place (subPath mounts never change); the previous token secret
+// is a file like the current one.
+func TestSecretMounts(t *testing.T) {
+	objs := mustRender(t, map[string]any{
+		"tokenSecret": map[string]any{"existingSecret": "token-2", "existingSecretKey": "key",
+			"previousExistingSecret": "token-1", "previousExistingSecretKey": "old-key"},
+		"api": map[string]any{"tlsSecret": "evalmeter-tls"},
+	})
+	var d appsv1.Deployment
+	object(t, objs, "Deployment", "evalmeter-api", &d)
+	api := container(t, objs, "evalmeter-api", "api")
+	secrets := map[string]string{} // volume: Secret
+	for _, v := range d.Spec.Template.Spec.Volumes {
+		if v.Secret != nil {
+			secrets[v.Name] = v.Secret.SecretName
+		}
+	}
+	mounts := map[string]string{} // Secret: directory
+	for _, m := range api.VolumeMounts {
+		secret, ok := secrets[m.Name]
+		if !ok {
+			continue
+		}
+		if m.SubPath != "" || m.SubPathExpr != "" || !m.ReadOnly {
+			t.Errorf("Secret %s is mounted %+v, want read-only and without subPath", secret, m)
+		}
+		mounts[secret] = m.MountPath
+	}
+	want := map[string]string{
+		"token-2":       "/var/run/evalmeter/token",
+		"token-1":       "/var/run/evalmeter/token-previous",
+		"evalmeter-tls": "/var/run/evalmeter/tls",
+	}
+	if !equality.Semantic.DeepEqual(mounts, want) {
+		t.Errorf("Secrets mounted at %v, want %v", mounts, want)
+	}
+	for _, want := range []string{"--token-secret-file=/var/run/evalmeter/token/key",
+		"--tls-cert=/var/run/evalmeter/tls/tls.crt", "--tls-key=/var/run/evalmeter/tls/tls.key"} {
+		if !slices.Contains(api.Args, want) {
+			t.Errorf("the API's arguments %q lack %s", api.Args, want)
+		}
+	}
+	if env := envVar(api, "EVALMETER_TOKEN_SECRET_PREVIOUS_FILE"); env == nil || env.Value != "/var/run/evalmeter/token-previous/old-key" {
+		t.Errorf("EVALMETER_TOKEN_SECRET_PREVIOUS_FILE is %+v, want the file of key old-key", env)
+	}
+	if env := envVar(api, "EVALMETER_TOKEN_SECRET_PREVIOUS"); env != nil {
+		t.Errorf("the previous secret is in the environment: %+v", env)
+	}
+
+	// Without a previous secret, neither its file nor its volume.
+	api = container(t, mustRender(t, map[string]any{}), "evalmeter-api", "api")
+	if env := envVar(api, "EVALMETER_TOKEN_SECRET_PREVIOUS_FILE"); env != nil {
+		t.Errorf("no previous secret, but %+v", env)
+	}
+	for _, m := range api.VolumeMounts {
+		if m.Name == "token-previous" {
+			t.Errorf("no previous secret, but a mount %+v", m)
+		}
+	}
+}
+
+// TestGOMEMLIMIT: the API and the controller run with GOMEMLIMIT at 90% of
+// their memory limit, or the limit itself from the downward API when the
+// values give none.
+func TestGOMEMLIMIT(t *testing.T) {
+	for _, limit := range []any{nil, "1Gi", "1.5Gi", "512M", "1e9", 268435456} {
+		resources := map[string]any{"limits": map[string]any{"memory": limit}}
+		objs := mustRender(t, map[string]any{"api": map[string]any{"resources": resources}, "controller": map[string]any{"resources": resources}})
+		for deployment, name := range map[string]string{"evalmeter-api": "api", "evalmeter-controller": "controller"} {
+			c := container(t, objs, deployment, name)
+			env := envVar(c, "GOMEMLIMIT")
+			switch {
+			case env == nil:
+				t.Errorf("%v: %s has no GOMEMLIMIT", limit, name)
+			case limit == nil:
+				want := &corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{ContainerName: name, Resource: "limits.memory"}}
+				if !equality.Semantic.DeepEqual(env.ValueFrom, want) || c.Resources.Limits.Memory().Value() != 0 {
+					t.Errorf("no memory limit: %s has GOMEMLIMIT %+v, want from the downward API", name, env)
+				}
+			default:
+				bytes := c.Resources.Limits.Memory().Value()
+				if want := fmt.Sprint(bytes * 9 / 10); env.Value != want || bytes == 0 {
+					t.Errorf("%v: %s has GOMEMLIMIT %q, want 90%% of %d bytes: %s", limit, name, env.Value, bytes, want)
+				}
+			}
+		}
+	}
+}
+
+// TestKubeVersionFloor: CRD field selectors (selectableFields, for
+// spec.clientID) are on by default from Kubernetes 1.31; on 1.30 the API
+// server drops them from the CRD. The chart refuses older clusters.
+func TestKubeVersionFloor(t *testing.T) {
+	var crd apiextensionsv1.CustomResourceDefinition
+	readYAML(t, "evalmeter/files/evalmeter.io_clientagreements.yaml", &crd)
+	if len(crd.Spec.Versions[0].SelectableFields) == 0 {
+		t.Fatal("the CRD has no selectableFields: this floor may be lowered")
+	}
+	for _, v := range []string{"v1.30.14", "v1.30.14-eks-931bdca", "v1.31.0", "v1.31.1-gke.1146000", "v1.36.3"} {
+		_, err := renderFor(v, map[string]any{}, "evalmeter")
+		below := strings.HasPrefix(v, "v1.30.")
+		switch {
+		case below && (err == nil || !strings.Contains(err.Error(), "chart requires kubeVersion: >=1.31.0-0 which is incompatible with Kubernetes "+v)):
+			t.Errorf("%s: rendered (%v), want the chart's kubeVersion error", v, err)
+		case !below && err != nil:
+			t.Errorf("%s: %v", v, err)
+		}
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
+	"maps"
 	"strings"
 	"time"
 
@@ -16,9 +16,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -36,9 +38,6 @@ const (
 	APIKeySecretKey = "api-key"
 	// clientIDField indexes agreements by spec.clientID in the cache.
 	clientIDField = ".spec.clientID"
-	// clientIDSelector selects agreements by spec.clientID on the API server
-	// (a selectable field of the CRD).
-	clientIDSelector = "spec.clientID"
 )
 
 // APIKeySecretName is the name of the Secret holding an agreement's key.
@@ -71,13 +70,8 @@ func (r *ClientAgreementReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	if err := r.Get(ctx, req.NamespacedName, &ca); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	owner, err := r.holdsClientID(ctx, &ca)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-
 	if !ca.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, r.finalize(ctx, &ca, owner)
+		return ctrl.Result{}, r.finalize(ctx, &ca)
 	}
 	if controllerutil.AddFinalizer(&ca, Finalizer) {
 		if err := r.Update(ctx, &ca); err != nil {
@@ -87,13 +81,6 @@ func (r *ClientAgreementReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 
 	before := ca.Status.DeepCopy()
 	ca.Status.ObservedGeneration = ca.Generation
-	if !owner {
-		ca.Status.Phase = evalmeterv1alpha1.PhaseConflict
-		r.setReady(&ca, metav1.ConditionFalse, "Conflict",
-			fmt.Sprintf("another ClientAgreement holds clientID %q; this one is not applied", ca.Spec.ClientID))
-		return ctrl.Result{}, r.writeStatus(ctx, &ca, before)
-	}
-
 	result, err := r.provision(ctx, &ca, before)
 	if statusErr := r.writeStatus(ctx, &ca, before); statusErr != nil && err == nil {
 		err = statusErr
@@ -101,33 +88,55 @@ func (r *ClientAgreementReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	return result, err
 }
 
-// provision ensures the Secret, writes the ledger and fills the status.
+// provision takes the clientID in the ledger, ensures the Secret, sets the
+// key and fills the status.
 func (r *ClientAgreementReconciler) provision(ctx context.Context, ca *evalmeterv1alpha1.ClientAgreement, before *evalmeterv1alpha1.ClientAgreementStatus) (ctrl.Result, error) {
-	ca.Status.APIKeySecretName = APIKeySecretName(ca.Name)
-	hash, err := r.ensureSecret(ctx, ca)
-	if err != nil {
-		var bad invalidKeyError
-		if errors.As(err, &bad) {
-			r.setReady(ca, metav1.ConditionFalse, "InvalidAPIKey", bad.Error())
-			r.Recorder.Eventf(ca, nil, corev1.EventTypeWarning, "InvalidAPIKey", "Provision", bad.Error())
-			return ctrl.Result{}, nil // waits for the Secret to change
-		}
-		return ctrl.Result{}, err
-	}
-
 	now := r.Now()
 	grant := ledger.Grant{
 		ClientID:       ca.Spec.ClientID,
 		AllocatedHours: int(ca.Spec.AllocatedHours),
 		Source:         "ClientAgreement " + ca.Namespace + "/" + ca.Name,
+		Holder:         holder(ca),
 	}
 	if ca.Spec.ValidUntil != nil {
 		t := ca.Spec.ValidUntil.Time
 		grant.ValidUntil = &t
 	}
+	// PostgreSQL decides who holds the clientID, before any Secret is made:
+	// the agreement that loses gets none.
 	created, err := r.Ledger.UpsertClient(ctx, grant, now)
-	if err == nil {
-		err = r.Ledger.SetKey(ctx, grant.ClientID, hash, now)
+	var held *ledger.HeldError
+	if errors.As(err, &held) {
+		stale, serr := r.staleHolder(ctx, held.Holder)
+		switch {
+		case serr != nil:
+			return ctrl.Result{}, serr
+		case !stale:
+			return r.conflict(ca, before, held.Holder), nil
+		}
+		if err = r.Ledger.ReleaseStale(ctx, grant.ClientID, held.Holder, now); err == nil {
+			created, err = r.Ledger.UpsertClient(ctx, grant, now)
+		}
+		if errors.As(err, &held) { // taken meanwhile by a third agreement
+			return r.conflict(ca, before, held.Holder), nil
+		}
+	}
+	if err != nil {
+		return r.ledgerUnavailable(ca, grant.ClientID, err)
+	}
+
+	ca.Status.APIKeySecretName = APIKeySecretName(ca.Name)
+	hash, err := r.ensureSecret(ctx, ca)
+	var bad invalidKeyError
+	if errors.As(err, &bad) {
+		return r.invalidKey(ca, bad.Error()), nil
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	err = r.Ledger.SetKey(ctx, grant.ClientID, hash, now)
+	if errors.Is(err, ledger.ErrInvalid) {
+		return r.invalidKey(ca, fmt.Sprintf("Secret %s: %v; the ledger keeps the previous key", ca.Status.APIKeySecretName, err)), nil
 	}
 	var usage ledger.Usage
 	if err == nil {
@@ -137,9 +146,7 @@ func (r *ClientAgreementReconciler) provision(ctx context.Context, ca *evalmeter
 		if ca.Status.Phase == "" {
 			ca.Status.Phase = evalmeterv1alpha1.PhasePending
 		}
-		r.setCondition(ca, evalmeterv1alpha1.ConditionLedgerReachable, metav1.ConditionFalse, "LedgerUnavailable", err.Error())
-		r.setReady(ca, metav1.ConditionFalse, "LedgerUnavailable", "cannot reach the ledger (PostgreSQL); retrying")
-		return ctrl.Result{}, fmt.Errorf("provisioning %s: %w", grant.ClientID, err)
+		return r.ledgerUnavailable(ca, grant.ClientID, err)
 	}
 	r.setCondition(ca, evalmeterv1alpha1.ConditionLedgerReachable, metav1.ConditionTrue, "Reachable", "the ledger answered")
 
@@ -186,6 +193,64 @@ func (r *ClientAgreementReconciler) provision(ctx context.Context, ca *evalmeter
 	return ctrl.Result{RequeueAfter: requeue}, nil
 }
 
+// holder is how the ledger names ca as the holder of its clientID.
+func holder(ca *evalmeterv1alpha1.ClientAgreement) ledger.Holder {
+	return ledger.Holder{UID: string(ca.UID), Name: ca.Namespace + "/" + ca.Name}
+}
+
+// staleHolder reports whether the agreement recorded as holding a clientID
+// is gone (deleted, or deleted and re-created under its name), so that
+// another may take the clientID. An agreement this controller may not read
+// (outside its namespaces) is taken to exist: two controllers never both
+// write one client.
+func (r *ClientAgreementReconciler) staleHolder(ctx context.Context, h ledger.Holder) (bool, error) {
+	ns, name, ok := strings.Cut(h.Name, "/")
+	if !ok {
+		return false, nil
+	}
+	var other evalmeterv1alpha1.ClientAgreement
+	err := r.live.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &other)
+	switch {
+	case apierrors.IsNotFound(err):
+		return true, nil
+	case apierrors.IsForbidden(err):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return string(other.UID) != h.UID, nil
+}
+
+// conflict reports that another agreement holds ca's clientID. It comes
+// back after a resync: a holder outside this controller's namespaces sends
+// no event when it goes.
+func (r *ClientAgreementReconciler) conflict(ca *evalmeterv1alpha1.ClientAgreement, before *evalmeterv1alpha1.ClientAgreementStatus, h ledger.Holder) ctrl.Result {
+	msg := fmt.Sprintf("ClientAgreement %s holds clientID %q; this one is not applied until it is deleted", h.Name, ca.Spec.ClientID)
+	ca.Status.Phase = evalmeterv1alpha1.PhaseConflict
+	r.setReady(ca, metav1.ConditionFalse, "Conflict", msg)
+	if before.Phase != evalmeterv1alpha1.PhaseConflict {
+		r.Recorder.Eventf(ca, nil, corev1.EventTypeWarning, "Conflict", "Provision", msg)
+	}
+	return ctrl.Result{RequeueAfter: r.Resync}
+}
+
+// invalidKey reports a Secret whose key the ledger cannot take; it waits
+// for the Secret to change.
+func (r *ClientAgreementReconciler) invalidKey(ca *evalmeterv1alpha1.ClientAgreement, msg string) ctrl.Result {
+	r.setReady(ca, metav1.ConditionFalse, "InvalidAPIKey", msg)
+	r.Recorder.Eventf(ca, nil, corev1.EventTypeWarning, "InvalidAPIKey", "Provision", msg)
+	return ctrl.Result{}
+}
+
+func (r *ClientAgreementReconciler) ledgerUnavailable(ca *evalmeterv1alpha1.ClientAgreement, clientID string, err error) (ctrl.Result, error) {
+	if ca.Status.Phase == "" {
+		ca.Status.Phase = evalmeterv1alpha1.PhasePending
+	}
+	r.setCondition(ca, evalmeterv1alpha1.ConditionLedgerReachable, metav1.ConditionFalse, "LedgerUnavailable", err.Error())
+	r.setReady(ca, metav1.ConditionFalse, "LedgerUnavailable", "cannot reach the ledger (PostgreSQL); retrying")
+	return ctrl.Result{}, fmt.Errorf("provisioning %s: %w", clientID, err)
+}
+
 // invalidKeyError is a Secret whose api-key is not an evalmeter API key.
 type invalidKeyError struct{ secret string }
 
@@ -193,21 +258,34 @@ func (e invalidKeyError) Error() string {
 	return fmt.Sprintf("Secret %s: %q is not an evalmeter API key (evk_ and 43 base64url characters); the ledger keeps the previous key", e.secret, APIKeySecretKey)
 }
 
+// Labels of the Secrets the controller manages. Its cache holds only
+// Secrets with managedByLabel, however many others the cluster has.
+const (
+	managedByLabel = "app.kubernetes.io/managed-by"
+	managedBy      = "evalmeter"
+	agreementLabel = "evalmeter.io/agreement"
+	clientIDLabel  = "evalmeter.io/client-id"
+)
+
 // ensureSecret returns the hash of the agreement's API key, creating the
-// Secret with a new key when it does not exist. A key put there by the
-// operator is adopted; replacing it rotates the key.
+// Secret with a new key when it does not exist. A Secret put there by the
+// operator is adopted (labelled, so that the cache sees it, but not owned:
+// deleting the agreement leaves it); replacing its key rotates the key.
 func (r *ClientAgreementReconciler) ensureSecret(ctx context.Context, ca *evalmeterv1alpha1.ClientAgreement) (credential.KeyHash, error) {
 	name := types.NamespacedName{Namespace: ca.Namespace, Name: APIKeySecretName(ca.Name)}
+	labels := map[string]string{managedByLabel: managedBy, agreementLabel: ca.Name, clientIDLabel: ca.Spec.ClientID}
 	var secret corev1.Secret
 	err := r.Get(ctx, name, &secret)
+	if apierrors.IsNotFound(err) { // not in the cache: perhaps not labelled yet
+		err = r.live.Get(ctx, name, &secret)
+	}
 	if apierrors.IsNotFound(err) {
 		key, err := credential.NewAPIKey(r.Random)
 		if err != nil {
 			return credential.KeyHash{}, err
 		}
 		secret = corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Namespace: name.Namespace, Name: name.Name,
-				Labels: map[string]string{"app.kubernetes.io/managed-by": "evalmeter", "evalmeter.io/client-id": ca.Spec.ClientID}},
+			ObjectMeta: metav1.ObjectMeta{Namespace: name.Namespace, Name: name.Name, Labels: labels},
 			Type:       corev1.SecretTypeOpaque,
 			StringData: map[string]string{APIKeySecretKey: key},
 		}
@@ -223,6 +301,17 @@ func (r *ClientAgreementReconciler) ensureSecret(ctx context.Context, ca *evalme
 	if err != nil {
 		return credential.KeyHash{}, err
 	}
+	if !hasLabels(secret.Labels, labels) {
+		patch := client.MergeFrom(secret.DeepCopy())
+		if secret.Labels == nil {
+			secret.Labels = map[string]string{}
+		}
+		maps.Copy(secret.Labels, labels)
+		if err := r.Patch(ctx, &secret, patch); err != nil {
+			return credential.KeyHash{}, err
+		}
+		log.FromContext(ctx).Info("adopted the API key Secret", "secret", name.Name)
+	}
 	hash, err := credential.HashAPIKey(strings.TrimSpace(string(secret.Data[APIKeySecretKey])))
 	if err != nil {
 		return credential.KeyHash{}, invalidKeyError{secret: name.Name}
@@ -230,42 +319,47 @@ func (r *ClientAgreementReconciler) ensureSecret(ctx context.Context, ca *evalme
 	return hash, nil
 }
 
-// finalize revokes the client's keys and releases the agreement. Ledger
-// rows stay, for audit.
-func (r *ClientAgreementReconciler) finalize(ctx context.Context, ca *evalmeterv1alpha1.ClientAgreement, owner bool) error {
+func hasLabels(have, want map[string]string) bool {
+	for k, v := range want {
+		if have[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// CacheOptions is the manager's cache: the namespaces to watch (all when
+// empty) and, of Secrets, only those the controller manages.
+func CacheOptions(namespaces []string) cache.Options {
+	opts := cache.Options{ByObject: map[client.Object]cache.ByObject{
+		&corev1.Secret{}: {Label: labels.SelectorFromSet(labels.Set{managedByLabel: managedBy})},
+	}}
+	if len(namespaces) > 0 {
+		opts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range namespaces {
+			opts.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	return opts
+}
+
+// finalize releases the clientID: when this agreement holds it, the
+// client's keys are revoked and its open sessions end. Ledger rows stay,
+// for audit.
+func (r *ClientAgreementReconciler) finalize(ctx context.Context, ca *evalmeterv1alpha1.ClientAgreement) error {
 	if !controllerutil.ContainsFinalizer(ca, Finalizer) {
 		return nil
 	}
-	if owner {
-		if err := r.Ledger.RevokeKeys(ctx, ca.Spec.ClientID, r.Now()); err != nil {
-			return fmt.Errorf("revoking the keys of %s: %w", ca.Spec.ClientID, err)
-		}
-		r.Recorder.Eventf(ca, nil, corev1.EventTypeNormal, "Revoked", "Delete", "the keys of client %s are revoked; its ledger rows are kept", ca.Spec.ClientID)
+	held, err := r.Ledger.Release(ctx, ca.Spec.ClientID, holder(ca), r.Now())
+	if err != nil {
+		return fmt.Errorf("releasing client %s: %w", ca.Spec.ClientID, err)
+	}
+	if held {
+		r.Recorder.Eventf(ca, nil, corev1.EventTypeNormal, "Revoked", "Delete",
+			"the keys of client %s are revoked and its sessions ended; its ledger rows are kept", ca.Spec.ClientID)
 	}
 	controllerutil.RemoveFinalizer(ca, Finalizer)
 	return r.Update(ctx, ca)
-}
-
-// holdsClientID reports whether ca is the agreement that holds its
-// clientID: the oldest of those naming it (then by namespace and name). It
-// asks the API server, not the cache: an agreement created a moment ago and
-// not yet in the cache must not let a younger one write the ledger too.
-func (r *ClientAgreementReconciler) holdsClientID(ctx context.Context, ca *evalmeterv1alpha1.ClientAgreement) (bool, error) {
-	var list evalmeterv1alpha1.ClientAgreementList
-	if err := r.live.List(ctx, &list, client.MatchingFields{clientIDSelector: ca.Spec.ClientID}); err != nil {
-		return false, err
-	}
-	if len(list.Items) == 0 { // deleted meanwhile
-		return true, nil
-	}
-	return slices.MinFunc(list.Items, olderFirst).UID == ca.UID, nil
-}
-
-func olderFirst(a, b evalmeterv1alpha1.ClientAgreement) int {
-	if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
-		return c
-	}
-	return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
 }
 
 func (r *ClientAgreementReconciler) setReady(ca *evalmeterv1alpha1.ClientAgreement, status metav1.ConditionStatus, reason, message string) {
@@ -308,9 +402,17 @@ func (r *ClientAgreementReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		return reqs
 	})
+	// An adopted Secret has no owner reference: it is mapped by its label.
+	secretAgreement := func(ctx context.Context, o client.Object) []ctrl.Request {
+		name, ok := o.GetLabels()[agreementLabel]
+		if !ok {
+			return nil
+		}
+		return []ctrl.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&evalmeterv1alpha1.ClientAgreement{}).
-		Owns(&corev1.Secret{}).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(secretAgreement)).
 		Watches(&evalmeterv1alpha1.ClientAgreement{}, sameClientID).
 		Named("clientagreement").
 		Complete(r)

@@ -3,6 +3,7 @@ package controllers_test
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,11 +19,16 @@ import (
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -46,6 +52,10 @@ var (
 	pg        *pgtest.Cluster
 	dbURL     string
 	apiURL    string // the evalmeter API on the same ledger, for 401 and 403
+	// managerCache is the manager's cache, to check what it holds.
+	managerCache cache.Cache
+	// restConfig is envtest's admin configuration.
+	restConfig *rest.Config
 )
 
 func TestMain(m *testing.M) {
@@ -71,6 +81,7 @@ func runSuite(m *testing.M) int {
 		return 1
 	}
 	defer env.Stop()
+	restConfig = cfg
 
 	dir, err := os.MkdirTemp("", "evalmeter-controllers-pg-")
 	if err != nil {
@@ -90,37 +101,27 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if store, err = ledger.Open(ctx, dbURL, 2*time.Second); err != nil {
+	if store, err = ledger.Open(ctx, dbURL, ledger.Options{Timeout: 2 * time.Second}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer store.Close()
 
-	scheme := runtime.NewScheme()
-	clientgoscheme.AddToScheme(scheme)
-	evalmeterv1alpha1.AddToScheme(scheme)
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-	})
+	// The manager runs as the chart's ServiceAccount (watching every
+	// namespace), with the RBAC the chart renders.
+	saConfig, err := asChartServiceAccount(ctx, cfg, nil)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if err := (&controllers.ClientAgreementReconciler{
-		Client:   mgr.GetClient(),
-		Ledger:   store,
-		Recorder: mgr.GetEventRecorder("evalmeter-controller"),
-		Now:      time.Now,
-		Random:   rand.Reader,
-		Resync:   2 * time.Second,
-	}).SetupWithManager(mgr); err != nil {
+	mgr, err := newManager(saConfig, store, nil)
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	managerCache = mgr.GetCache()
 	// A direct client, not the manager's cache: tests read what is stored.
-	if k8sClient, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
+	if k8sClient, err = client.New(cfg, client.Options{Scheme: mgr.GetScheme()}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -148,6 +149,34 @@ func runSuite(m *testing.M) int {
 		return 1
 	}
 	return code
+}
+
+// newManager is a manager running the reconciler on db as cfg's identity,
+// watching namespaces (all when nil), with a 2 s resync.
+func newManager(cfg *rest.Config, db *ledger.Store, namespaces []string) (ctrl.Manager, error) {
+	scheme := runtime.NewScheme()
+	clientgoscheme.AddToScheme(scheme)
+	evalmeterv1alpha1.AddToScheme(scheme)
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 scheme,
+		Cache:                  controllers.CacheOptions(namespaces),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		// Tests may run a second manager, with a controller of the same name.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		return nil, err
+	}
+	err = (&controllers.ClientAgreementReconciler{
+		Client:   mgr.GetClient(),
+		Ledger:   db,
+		Recorder: mgr.GetEventRecorder("evalmeter-controller"),
+		Now:      time.Now,
+		Random:   rand.Reader,
+		Resync:   2 * time.Second,
+	}).SetupWithManager(mgr)
+	return mgr, err
 }
 
 // envtestAssets is KUBEBUILDER_ASSETS, or the directory hack/envtest.sh
@@ -205,4 +234,53 @@ func event(t *testing.T, ns, name, reason string) {
 		}
 		return fmt.Errorf("%d events, none %s", len(list.Items), reason)
 	})
+}
+
+// waitReady waits for the agreement's Ready condition to have reason and a
+// message containing text.
+func waitReady(t *testing.T, ns, name, reason, text string) {
+	t.Helper()
+	poll.Until(t, wait, "Ready reason "+reason, func() error {
+		r := meta.FindStatusCondition(get(t, ns, name).Status.Conditions, evalmeterv1alpha1.ConditionReady)
+		if r == nil || r.Reason != reason || !strings.Contains(r.Message, text) {
+			return fmt.Errorf("Ready %+v", r)
+		}
+		return nil
+	})
+}
+
+// openSession opens a session on the API with key and returns its token.
+func openSession(t *testing.T, key string) string {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, apiURL+"/sessions", nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Idempotency-Key", "controllers-"+rand.Text())
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Session struct{ Token string } `json:"session"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || resp.StatusCode != http.StatusCreated {
+		t.Fatalf("opening a session: %d, %v", resp.StatusCode, err)
+	}
+	return body.Session.Token
+}
+
+// postMetricsStatus is the status of a small POST /metrics with token.
+func postMetricsStatus(t *testing.T, token string) int {
+	t.Helper()
+	body := `{"run_id":"r","cases":[{"case_id":"a","status":"pass","latency_ms":1}]}`
+	req, _ := http.NewRequest(http.MethodPost, apiURL+"/metrics", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Idempotency-Key", "controllers-"+rand.Text())
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }

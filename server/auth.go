@@ -63,14 +63,24 @@ func (s *Server) session(r *http.Request) (ledger.Session, error) {
 	if err != nil {
 		return ledger.Session{}, invalid
 	}
+	// The HMAC first: a forged token costs no query.
+	keyID, ok := s.tokens.Authenticate(token)
+	if !ok {
+		return ledger.Session{}, invalid
+	}
 	sess, err := s.ledger.Session(r.Context(), id)
+	if errors.Is(err, ledger.ErrSessionEnded) {
+		return ledger.Session{}, unauthorized("the session was ended because the API key that opened it was revoked; open a new session with your current API key", true)
+	}
 	if errors.Is(err, ledger.ErrNotFound) {
 		return ledger.Session{}, invalid
 	}
 	if err != nil {
 		return ledger.Session{}, err
 	}
-	if !s.tokens.Verify(token, sess.TokenKeyID) {
+	// Signed by a configured key, but not the session's: a retired key
+	// that leaked must not forge tokens of sessions signed after it.
+	if sess.TokenKeyID != keyID {
 		return ledger.Session{}, invalid
 	}
 	info := requestInfoFrom(r)

@@ -3,15 +3,19 @@ package server_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/evalmeter/evalmeter/internal/pgtest"
+	"github.com/evalmeter/evalmeter/server"
 )
 
 // TestConcurrentSessionsTwoReplicas: 100 concurrent opens against two API
@@ -107,14 +111,29 @@ func TestConcurrentSameKey(t *testing.T) {
 }
 
 // TestDatabaseOutage: with PostgreSQL stopped every operation answers 503
-// with Retry-After, never 500, and no credit is half-applied; once it is
-// back the service resumes.
+// with Retry-After, never 500, and no credit is half-applied; /readyz stays
+// 200, so that the pods stay in the Service and clients get these 503s, and
+// the outage shows in the metric evalmeter_postgres_up and one log line.
+// Once PostgreSQL is back the service resumes.
 func TestDatabaseOutage(t *testing.T) {
 	cluster := pgtest.NewCluster(t)
 	e := newEnvAt(t, cluster.NewDatabase(t))
 	a := e.apiWithTimeout(time.Second)
 	key := e.grant("acme", 10, nil)
 	s := a.mustOpenSession(key, idem("before"))
+
+	registry := prometheus.NewRegistry()
+	monitorLog := &syncBuffer{}
+	monitor, err := server.NewPostgresMonitor(e.store.Ping, time.Second, registry, slog.New(slog.NewJSONHandler(monitorLog, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops := httptest.NewServer((&server.Ops{Gatherer: registry}).Handler())
+	defer ops.Close()
+	get := opsGetter(t, ops.URL)
+	if err := monitor.Check(t.Context()); err != nil {
+		t.Fatalf("PostgreSQL up: %v", err)
+	}
 
 	if err := cluster.Stop(); err != nil {
 		t.Fatal(err)
@@ -129,9 +148,32 @@ func TestDatabaseOutage(t *testing.T) {
 		if r.status != http.StatusServiceUnavailable || r.errorCode(t) != "service_unavailable" || r.header.Get("Retry-After") == "" {
 			t.Errorf("%s %s with PostgreSQL down: %d %v %s", req.method, req.path, r.status, r.header, r.body)
 		}
+		if status, body := get("/readyz"); status != http.StatusOK {
+			t.Errorf("/readyz with PostgreSQL down: %d %s; want 200, the pod still answers", status, body)
+		}
+	}
+	for range 2 {
+		if err := monitor.Check(t.Context()); err == nil {
+			t.Error("the monitor's ping succeeded with PostgreSQL down")
+		}
+	}
+	if _, metrics := get("/metrics"); !strings.Contains(metrics, "evalmeter_postgres_up 0") {
+		t.Errorf("/metrics with PostgreSQL down lacks evalmeter_postgres_up 0:\n%s", metrics)
+	}
+	if n := strings.Count(monitorLog.String(), "PostgreSQL is unreachable"); n != 1 {
+		t.Errorf("%d log lines of the outage over two failed pings, want 1:\n%s", n, monitorLog)
 	}
 	if err := cluster.Restart(); err != nil {
 		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); monitor.Check(t.Context()) != nil && time.Now().Before(deadline); {
+		time.Sleep(200 * time.Millisecond)
+	}
+	if _, metrics := get("/metrics"); !strings.Contains(metrics, "evalmeter_postgres_up 1") {
+		t.Errorf("/metrics after the restart lacks evalmeter_postgres_up 1")
+	}
+	if !strings.Contains(monitorLog.String(), "PostgreSQL is reachable again") {
+		t.Errorf("no log line of PostgreSQL's return:\n%s", monitorLog)
 	}
 
 	// The retry of the session attempted during the outage opens it once.
@@ -161,21 +203,9 @@ func TestSlowDatabase(t *testing.T) {
 	key := e.grant("acme", 10, nil)
 
 	// Hold the client's row so the credit update waits past the bound.
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, e.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM clients WHERE client_id = 'acme' FOR UPDATE`); err != nil {
-		t.Fatal(err)
-	}
+	unlock := e.lockClient("acme")
 	r, _ := a.openSession(key, idem("slow"))
-	tx.Rollback(ctx)
+	unlock()
 	if r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") == "" {
 		t.Fatalf("with the row locked past the bound: %d %s", r.status, r.body)
 	}

@@ -3,7 +3,6 @@ package server
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"strconv"
 
@@ -74,6 +73,7 @@ func writeJSON(w http.ResponseWriter, status int, body []byte) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff") // never rendered as anything but JSON
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
 	w.Write(body)
@@ -103,15 +103,9 @@ func marshal(v any) ([]byte, error) {
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
-// asAPIError maps any error a handler returns to the response to send.
-// PostgreSQL trouble is a 503, never a 500.
-func asAPIError(err error, dbUnavailable func(error) bool) *apiError {
-	var e *apiError
-	if errors.As(err, &e) {
-		return e
-	}
-	if dbUnavailable(err) {
-		return unavailable("the ledger is temporarily unavailable; retry after a moment")
-	}
-	return newError(http.StatusInternalServerError, codeInternalError, "internal error; it has been logged")
+// internalError is the 500 of a bug. The request id lets the client's
+// report be matched with the log line that holds the cause.
+func internalError(requestID string) *apiError {
+	return newError(http.StatusInternalServerError, codeInternalError,
+		"internal error; it has been logged with request id "+requestID+": quote it when reporting the problem")
 }

@@ -102,6 +102,7 @@ func (s *Server) openSession(w http.ResponseWriter, r *http.Request) error {
 		IssuedAt:   now,
 		ExpiresAt:  now.Add(AccessWindow),
 		TokenKeyID: s.tokens.CurrentKeyID(),
+		Key:        client.Key,
 	}, "api")
 	if errors.Is(err, ledger.ErrNoCredit) {
 		return newError(http.StatusPaymentRequired, codeCreditsExhausted,
@@ -294,7 +295,9 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	buf := bytes.NewBuffer(make([]byte, 0, size))
 	_, err := buf.ReadFrom(io.LimitReader(r.Body, metrics.MaxBodyBytes+1))
 	if err != nil {
-		return nil, newError(http.StatusBadRequest, metrics.CodeMalformedJSON, "could not read the request body: "+err.Error())
+		// Not err's text: a network error names both ends' addresses.
+		return nil, newError(http.StatusBadRequest, metrics.CodeMalformedJSON,
+			"the request body ended before its Content-Length or could not be read in time; send the whole body again, at a steady pace")
 	}
 	if buf.Len() > metrics.MaxBodyBytes {
 		return nil, tooLarge()

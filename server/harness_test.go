@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/evalmeter/evalmeter/internal/contract"
 	"github.com/evalmeter/evalmeter/internal/credential"
 	"github.com/evalmeter/evalmeter/internal/ledger"
@@ -46,11 +48,12 @@ func (c *clock) Advance(d time.Duration) {
 
 // env is one database with any number of API instances on it.
 type env struct {
-	t     *testing.T
-	url   string
-	store *ledger.Store
-	clock *clock
-	logs  *syncBuffer
+	t      *testing.T
+	url    string
+	store  *ledger.Store
+	clock  *clock
+	logs   *syncBuffer
+	tokens *credential.TokenSigner // of the API instances started after it is set
 }
 
 func newEnv(t *testing.T) *env {
@@ -63,12 +66,16 @@ func newEnvAt(t *testing.T, url string) *env {
 	if err := ledger.Migrate(ctx, url); err != nil {
 		t.Fatal(err)
 	}
-	store, err := ledger.Open(ctx, url, 5*time.Second)
+	store, err := ledger.Open(ctx, url, ledger.Options{Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(store.Close)
-	e := &env{t: t, url: url, store: store, clock: newClock(), logs: &syncBuffer{}}
+	tokens, err := credential.NewTokenSigner(bytes.Repeat([]byte("k"), 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, url: url, store: store, clock: newClock(), logs: &syncBuffer{}, tokens: tokens}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("server log:\n%s", e.logs)
@@ -86,25 +93,34 @@ func (e *env) api() *api {
 // apiWithTimeout is api with its own bound on database statements.
 func (e *env) apiWithTimeout(dbTimeout time.Duration) *api {
 	e.t.Helper()
-	store, err := ledger.Open(context.Background(), e.url, dbTimeout)
+	return e.apiWith(ledger.Options{Timeout: dbTimeout})
+}
+
+// apiWith is api with its own pool options.
+func (e *env) apiWith(opts ledger.Options) *api {
+	e.t.Helper()
+	srv := e.server(opts)
+	ts := httptest.NewServer(srv.Handler())
+	e.t.Cleanup(ts.Close)
+	return &api{t: e.t, url: ts.URL, client: ts.Client()}
+}
+
+// server is an API instance with a pool of its own, not yet listening.
+func (e *env) server(opts ledger.Options) *server.Server {
+	e.t.Helper()
+	store, err := ledger.Open(context.Background(), e.url, opts)
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	e.t.Cleanup(store.Close)
-	tokens, err := credential.NewTokenSigner(bytes.Repeat([]byte("k"), 32))
-	if err != nil {
-		e.t.Fatal(err)
-	}
 	srv, err := server.New(server.Config{
-		Ledger: store, Tokens: tokens, Now: e.clock.Now, Random: rand.Reader,
+		Ledger: store, Tokens: e.tokens, Now: e.clock.Now, Random: rand.Reader,
 		Logger: slog.New(slog.NewJSONHandler(e.logs, nil)),
 	})
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	ts := httptest.NewServer(srv.Handler())
-	e.t.Cleanup(ts.Close)
-	return &api{t: e.t, url: ts.URL, client: ts.Client()}
+	return srv
 }
 
 // grant provisions a client with hours of credit and returns its API key.
@@ -123,6 +139,29 @@ func (e *env) grant(clientID string, hours int, validUntil *time.Time) string {
 		e.t.Fatal(err)
 	}
 	return key
+}
+
+// lockClient holds the client's row lock, as a concurrent transaction
+// would, until the returned function is called.
+func (e *env) lockClient(clientID string) (unlock func()) {
+	e.t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, e.url)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	tx, err := conn.Begin(ctx)
+	if err == nil {
+		_, err = tx.Exec(ctx, `SELECT 1 FROM clients WHERE client_id = $1 FOR UPDATE`, clientID)
+	}
+	if err != nil {
+		conn.Close(ctx)
+		e.t.Fatal(err)
+	}
+	return func() {
+		tx.Rollback(ctx)
+		conn.Close(ctx)
+	}
 }
 
 func (e *env) usage(clientID string) ledger.Usage {
@@ -190,6 +229,10 @@ func (a *api) do(req request) response {
 		if err := openAPI(a.t).Response(r, resp); err != nil {
 			a.t.Errorf("%s %s: the response breaks api/openapi.yaml: %v", req.method, req.path, err)
 		}
+	}
+	// Every answer of the API, success or error (TestResponseHeaders).
+	if got := resp.Header.Get("X-Content-Type-Options"); got != "nosniff" {
+		a.t.Errorf("%s %s: %d with X-Content-Type-Options %q, want nosniff", req.method, req.path, resp.StatusCode, got)
 	}
 	if contractErr != nil && resp.StatusCode < 300 {
 		a.t.Errorf("%s %s: %d for a request api/openapi.yaml forbids: %v", req.method, req.path, resp.StatusCode, contractErr)

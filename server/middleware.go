@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
@@ -24,6 +25,9 @@ type requestInfo struct {
 	route     string
 	clientID  string
 	sessionID string
+	// clientGone: the client closed its connection before the answer,
+	// which is no error of ours.
+	clientGone bool
 }
 
 type requestInfoKey struct{}
@@ -37,17 +41,34 @@ func requestInfoFrom(r *http.Request) *requestInfo {
 	return &requestInfo{}
 }
 
-// endpoint adapts h: it names the route and writes h's error.
+// endpoint adapts h: it names the route and writes h's error. A refusal
+// is written as it is; any other error is PostgreSQL being unavailable (a
+// 503), the client having gone away (logged as such), or a bug (a 500).
 func (s *Server) endpoint(route string, h handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		requestInfoFrom(r).route = route
-		if err := h(w, r); err != nil {
-			e := asAPIError(err, ledger.Unavailable)
-			if e.status >= http.StatusInternalServerError {
-				s.log.Error("request failed", "request_id", requestInfoFrom(r).id, "route", route, "status", e.status, "error", err)
-			}
-			writeError(w, e)
+		info := requestInfoFrom(r)
+		info.route = route
+		err := h(w, r)
+		if err == nil {
+			return
 		}
+		var refusal *apiError
+		switch {
+		case errors.As(err, &refusal):
+		case r.Context().Err() != nil:
+			// The client closed its connection while we worked: nothing
+			// failed, and no one reads the answer.
+			info.clientGone = true
+			s.log.Info("client went away", "request_id", info.id, "route", route, "error", err)
+			refusal = unavailable("the request was abandoned by the client")
+		case ledger.Unavailable(err):
+			s.log.Warn("ledger unavailable", "request_id", info.id, "route", route, "error", err)
+			refusal = unavailable("the ledger is temporarily unavailable; retry after a moment")
+		default:
+			s.log.Error("request failed", "request_id", info.id, "route", route, "error", err)
+			refusal = internalError(info.id)
+		}
+		writeError(w, refusal)
 	})
 }
 
@@ -68,18 +89,23 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 				}
 				s.log.Error("panic", "request_id", info.id, "route", info.route, "panic", p, "stack", string(debug.Stack()))
 				if rec.status == 0 {
-					writeError(rec, newError(http.StatusInternalServerError, codeInternalError, "internal error; it has been logged"))
+					writeError(rec, internalError(info.id))
 				}
 			}
 			elapsed := time.Since(start)
-			status := strconv.Itoa(rec.status)
+			code, level := rec.status, levelFor(rec.status)
+			if info.clientGone {
+				// nginx's "client closed request": not one of our 5xx.
+				code, level = statusClientClosed, slog.LevelInfo
+			}
+			status := strconv.Itoa(code)
 			s.telemetry.requests.WithLabelValues(info.route, r.Method, status).Inc()
 			s.telemetry.duration.WithLabelValues(info.route, status).Observe(elapsed.Seconds())
-			s.log.LogAttrs(r.Context(), levelFor(rec.status), "request",
+			s.log.LogAttrs(r.Context(), level, "request",
 				slog.String("request_id", info.id),
 				slog.String("method", r.Method),
 				slog.String("route", info.route),
-				slog.Int("status", rec.status),
+				slog.Int("status", code),
 				slog.Float64("duration_ms", float64(elapsed.Microseconds())/1000),
 				slog.String("client_id", info.clientID),
 				slog.String("session_id", info.sessionID),
@@ -88,6 +114,10 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 		next.ServeHTTP(rec, r)
 	})
 }
+
+// statusClientClosed is what logs and metrics record for a request whose
+// client went away before the answer.
+const statusClientClosed = 499
 
 // requestID keeps a caller's X-Request-Id when it is short and plain, so
 // that logs can be joined across services; otherwise it makes one.

@@ -9,19 +9,19 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/evalmeter/evalmeter/internal/credential"
-	"github.com/evalmeter/evalmeter/internal/pgtest"
 	"github.com/evalmeter/evalmeter/server"
 )
 
-// TestOps: /healthz, /readyz following PostgreSQL and draining, and the
-// API's Prometheus metrics on /metrics.
+// TestOps: /healthz, /readyz following draining only, and the API's
+// Prometheus metrics on /metrics. TestDatabaseOutage covers /readyz with
+// PostgreSQL down.
 func TestOps(t *testing.T) {
-	cluster := pgtest.NewCluster(t)
-	e := newEnvAt(t, cluster.NewDatabase(t))
+	e := newEnv(t)
 	registry := prometheus.NewRegistry()
 	tokens, _ := credential.NewTokenSigner(bytes.Repeat([]byte("k"), 32))
 	srv, err := server.New(server.Config{Ledger: e.store, Tokens: tokens, Now: e.clock.Now, Random: rand.Reader,
@@ -32,18 +32,17 @@ func TestOps(t *testing.T) {
 	apiServer := httptest.NewServer(srv.Handler())
 	defer apiServer.Close()
 	a := &api{t: t, url: apiServer.URL, client: apiServer.Client()}
-	ops := &server.Ops{Ping: e.store.Ping, Gatherer: registry}
+	monitor, err := server.NewPostgresMonitor(e.store.Ping, time.Second, registry, slog.New(slog.NewJSONHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := monitor.Check(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	ops := &server.Ops{Gatherer: registry}
 	opsServer := httptest.NewServer(ops.Handler())
 	defer opsServer.Close()
-	get := func(path string) (int, string) {
-		resp, err := http.Get(opsServer.URL + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
+	get := opsGetter(t, opsServer.URL)
 
 	key := e.grant("acme", 2, nil)
 	a.mustOpenSession(key, idem("ops"))
@@ -59,27 +58,34 @@ func TestOps(t *testing.T) {
 		`evalmeter_idempotent_replays_total{operation="sessions"} 1`,
 		`evalmeter_http_requests_total{code="201",method="POST",route="sessions"} 2`,
 		`evalmeter_http_request_duration_seconds_bucket{code="201",route="sessions",le="+Inf"} 2`,
+		"evalmeter_postgres_up 1",
+		"evalmeter_postgres_ping_seconds ",
 	} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
 
-	if err := cluster.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	if status, _ := get("/readyz"); status != http.StatusServiceUnavailable {
-		t.Errorf("/readyz with PostgreSQL down: %d", status)
-	}
-	if status, _ := get("/healthz"); status != 200 {
-		t.Errorf("/healthz with PostgreSQL down: %d (the process still serves)", status)
-	}
-	if err := cluster.Restart(); err != nil {
-		t.Fatal(err)
-	}
 	ops.Drain()
 	if status, body := get("/readyz"); status != http.StatusServiceUnavailable || !strings.Contains(body, "draining") {
 		t.Errorf("/readyz while draining: %d %s", status, body)
+	}
+	if status, _ := get("/healthz"); status != 200 {
+		t.Errorf("/healthz while draining: %d (the process still serves)", status)
+	}
+}
+
+// opsGetter GETs a path of the ops listener at base: status and body.
+func opsGetter(t *testing.T, base string) func(path string) (int, string) {
+	return func(path string) (int, string) {
+		t.Helper()
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
 	}
 }
 

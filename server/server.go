@@ -92,8 +92,10 @@ const (
 
 func (s *Server) routes() http.Handler {
 	r := mux.NewRouter()
-	// A path that is not exactly one of ours is a 404, not a redirect.
+	// A path that is not exactly one of ours is a 404, not a redirect, and
+	// not after decoding: /api/svc/v1%2Fusage is not /api/svc/v1/usage.
 	r.SkipClean(true)
+	r.UseEncodedPath()
 	allowed := map[string]string{}
 	route := func(name, method, path string, h handlerFunc) {
 		allowed[path] = method
@@ -130,7 +132,8 @@ func HTTPServer(h http.Handler, errorLog *log.Logger) *http.Server {
 }
 
 // PruneMetrics deletes, every interval until ctx ends, the metrics
-// results older than MetricsRetention. Any replica may run it.
+// results older than MetricsRetention. Every replica runs it; one at a
+// time prunes.
 func (s *Server) PruneMetrics(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -147,8 +150,11 @@ func (s *Server) PruneMetrics(ctx context.Context, interval time.Duration) {
 }
 
 func (s *Server) pruneOnce(ctx context.Context) error {
-	n, err := s.ledger.PruneMetrics(ctx, s.now().Add(-MetricsRetention))
-	if n > 0 {
+	n, busy, err := s.ledger.PruneMetrics(ctx, s.now().Add(-MetricsRetention), ledger.PruneBatch)
+	switch {
+	case busy:
+		s.log.Debug("another replica is pruning metrics results")
+	case n > 0:
 		s.log.Info("pruned metrics results", "count", n)
 	}
 	return err

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -12,11 +14,15 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/evalmeter/evalmeter/internal/credential"
 	"github.com/evalmeter/evalmeter/internal/ledger"
@@ -31,6 +37,7 @@ type apiConfig struct {
 	tokenSecrets      [][]byte // current first
 	tlsCert, tlsKey   string
 	dbTimeout         time.Duration
+	dbMaxConns        int32 // 0: pgx's default
 	drainDelay, grace time.Duration
 	logLevel          slog.Level
 }
@@ -42,10 +49,12 @@ func parseAPIConfig(args []string, stderr io.Writer) (*apiConfig, error) {
 	fs.StringVar(&c.opsAddr, "ops-addr", envOr("EVALMETER_OPS_ADDR", ":9090"), "listen address of /healthz, /readyz and /metrics (env EVALMETER_OPS_ADDR)")
 	fs.StringVar(&c.databaseURL, "database-url", envOr("DATABASE_URL", ""), "PostgreSQL URL (env DATABASE_URL)")
 	fs.BoolVar(&c.migrate, "migrate", envBool("EVALMETER_MIGRATE"), "apply database migrations before serving (env EVALMETER_MIGRATE)")
-	secretFile := fs.String("token-secret-file", envOr("EVALMETER_TOKEN_SECRET_FILE", ""), "file holding the session token secret; else env EVALMETER_TOKEN_SECRET")
+	secretFile := fs.String("token-secret-file", envOr("EVALMETER_TOKEN_SECRET_FILE", ""), "file holding the session token secret (env EVALMETER_TOKEN_SECRET_FILE); else env EVALMETER_TOKEN_SECRET")
+	previousFile := fs.String("token-secret-previous-file", envOr("EVALMETER_TOKEN_SECRET_PREVIOUS_FILE", ""), "file holding the previous session token secret, still accepted during a rotation (env EVALMETER_TOKEN_SECRET_PREVIOUS_FILE); else env EVALMETER_TOKEN_SECRET_PREVIOUS")
 	fs.StringVar(&c.tlsCert, "tls-cert", envOr("EVALMETER_TLS_CERT", ""), "serve HTTPS with this certificate (PEM); needed where no ingress terminates TLS")
 	fs.StringVar(&c.tlsKey, "tls-key", envOr("EVALMETER_TLS_KEY", ""), "private key of --tls-cert (PEM)")
 	fs.DurationVar(&c.dbTimeout, "db-timeout", ledger.DefaultTimeout, "bound on every database statement; past it the API answers 503")
+	maxConns := fs.String("db-max-conns", envOr("EVALMETER_DB_MAX_CONNS", "10"), maxConnsUsage)
 	fs.DurationVar(&c.drainDelay, "drain-delay", 0, "on SIGTERM, how long /readyz fails before the server stops accepting (lets load balancers notice)")
 	fs.DurationVar(&c.grace, "shutdown-grace", 25*time.Second, "on SIGTERM, how long in-flight requests may take to finish")
 	level := fs.String("log-level", envOr("EVALMETER_LOG_LEVEL", "info"), "debug, info, warn or error")
@@ -60,20 +69,25 @@ func parseAPIConfig(args []string, stderr io.Writer) (*apiConfig, error) {
 	if c.databaseURL == "" {
 		problems = append(problems, "set DATABASE_URL (or --database-url) to the PostgreSQL URL")
 	}
-	secret := []byte(os.Getenv("EVALMETER_TOKEN_SECRET"))
-	if *secretFile != "" {
-		b, err := os.ReadFile(*secretFile)
-		if err != nil {
-			problems = append(problems, fmt.Sprintf("--token-secret-file: %v", err))
-		}
-		secret = []byte(strings.TrimSpace(string(b)))
-	}
-	if len(secret) < credential.MinSecretBytes {
+	secret, err := readSecret("EVALMETER_TOKEN_SECRET", "--token-secret-file", *secretFile)
+	if err != nil {
+		problems = append(problems, err.Error())
+	} else if len(secret) < credential.MinSecretBytes {
 		problems = append(problems, fmt.Sprintf("set EVALMETER_TOKEN_SECRET (or --token-secret-file) to at least %d random bytes, e.g. $(head -c 32 /dev/urandom | base64)", credential.MinSecretBytes))
 	}
 	c.tokenSecrets = [][]byte{secret}
-	if prev := os.Getenv("EVALMETER_TOKEN_SECRET_PREVIOUS"); prev != "" {
-		c.tokenSecrets = append(c.tokenSecrets, []byte(prev))
+	// The previous secret is optional: empty means no rotation under way.
+	previous, err := readSecret("EVALMETER_TOKEN_SECRET_PREVIOUS", "--token-secret-previous-file", *previousFile)
+	switch {
+	case err != nil:
+		problems = append(problems, err.Error())
+	case len(previous) > 0 && len(previous) < credential.MinSecretBytes:
+		problems = append(problems, fmt.Sprintf("the previous token secret (EVALMETER_TOKEN_SECRET_PREVIOUS or --token-secret-previous-file) is %d bytes; it needs at least %d, or leave it empty", len(previous), credential.MinSecretBytes))
+	case len(previous) > 0:
+		c.tokenSecrets = append(c.tokenSecrets, previous)
+	}
+	if c.dbMaxConns, err = parseMaxConns(*maxConns); err != nil {
+		problems = append(problems, err.Error())
 	}
 	if (c.tlsCert == "") != (c.tlsKey == "") {
 		problems = append(problems, "set both --tls-cert and --tls-key, or neither")
@@ -90,6 +104,22 @@ func parseAPIConfig(args []string, stderr io.Writer) (*apiConfig, error) {
 	return c, nil
 }
 
+// readSecret returns a token secret: the content of file when it is named
+// (a mounted Secret), white space around it trimmed (the newline of `echo`),
+// else the environment variable env as it is, as before files existed: a
+// secret that changed would end every open session. flag names the file's
+// flag in errors.
+func readSecret(env, flag, file string) ([]byte, error) {
+	if file == "" {
+		return []byte(os.Getenv(env)), nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", flag, err)
+	}
+	return bytes.TrimSpace(b), nil
+}
+
 // serveAPI runs evalmeter api until SIGTERM or SIGINT, then drains.
 func serveAPI(args []string, stderr io.Writer) int {
 	cfg, err := parseAPIConfig(args, stderr)
@@ -97,6 +127,7 @@ func serveAPI(args []string, stderr io.Writer) int {
 		return failf(stderr, "api: configuration:\n  %v", err)
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
+	ctrllog.SetLogger(logr.FromSlogHandler(log.Handler())) // certwatcher's
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 
@@ -106,6 +137,10 @@ func serveAPI(args []string, stderr io.Writer) int {
 	}
 	return 0
 }
+
+// postgresPingInterval is how often the API checks PostgreSQL for its
+// metric and log line.
+const postgresPingInterval = 5 * time.Second
 
 func runAPI(ctx context.Context, cfg *apiConfig, log *slog.Logger) error {
 	if cfg.migrate {
@@ -117,7 +152,7 @@ func runAPI(ctx context.Context, cfg *apiConfig, log *slog.Logger) error {
 		}
 		log.Info("database migrated")
 	}
-	store, err := ledger.Open(ctx, cfg.databaseURL, cfg.dbTimeout)
+	store, err := ledger.Open(ctx, cfg.databaseURL, ledger.Options{Timeout: cfg.dbTimeout, MaxConns: cfg.dbMaxConns})
 	if err != nil {
 		return err
 	}
@@ -135,7 +170,11 @@ func runAPI(ctx context.Context, cfg *apiConfig, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	ops := &server.Ops{Ping: store.Ping, Gatherer: registry}
+	monitor, err := server.NewPostgresMonitor(store.Ping, cfg.dbTimeout, registry, log)
+	if err != nil {
+		return err
+	}
+	ops := &server.Ops{Gatherer: registry}
 
 	errorLog := slog.NewLogLogger(log.Handler(), slog.LevelWarn)
 	apiServer := server.HTTPServer(srv.Handler(), errorLog)
@@ -147,6 +186,34 @@ func runAPI(ctx context.Context, cfg *apiConfig, log *slog.Logger) error {
 		MaxHeaderBytes:    16 << 10,
 		ErrorLog:          errorLog,
 	}
+
+	// Background work runs through the drain, until runAPI returns.
+	bg, stopBackground := context.WithCancel(context.Background())
+	var background sync.WaitGroup
+	defer background.Wait()
+	defer stopBackground()
+	if cfg.tlsCert != "" {
+		// Reloaded when the files change (cert-manager renews in place),
+		// with a poll every 10 s behind the file watch.
+		certs, err := certwatcher.New(cfg.tlsCert, cfg.tlsKey)
+		if err != nil {
+			return fmt.Errorf("--tls-cert and --tls-key: %w", err)
+		}
+		certs.RegisterCallback(func(c tls.Certificate) {
+			if c.Leaf != nil {
+				log.Info("serving TLS certificate loaded", "subject", c.Leaf.Subject.String(), "not_after", c.Leaf.NotAfter)
+			}
+		})
+		apiServer.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: certs.GetCertificate}
+		background.Go(func() {
+			if err := certs.Start(bg); err != nil {
+				log.Error("watching the TLS certificate files failed; a renewed certificate will not be served until a restart", "error", err)
+			}
+		})
+	}
+	background.Go(func() { monitor.Run(bg, postgresPingInterval) })
+	background.Go(func() { srv.PruneMetrics(bg, time.Hour) })
+
 	apiListener, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
 		return err
@@ -157,15 +224,11 @@ func runAPI(ctx context.Context, cfg *apiConfig, log *slog.Logger) error {
 		return err
 	}
 
-	pruneCtx, stopPrune := context.WithCancel(context.Background())
-	defer stopPrune()
-	go srv.PruneMetrics(pruneCtx, time.Hour)
-
 	serveErr := make(chan error, 2)
 	go func() {
 		var err error
 		if cfg.tlsCert != "" {
-			err = apiServer.ServeTLS(apiListener, cfg.tlsCert, cfg.tlsKey)
+			err = apiServer.ServeTLS(apiListener, "", "") // certificates from TLSConfig
 		} else {
 			err = apiServer.Serve(apiListener)
 		}

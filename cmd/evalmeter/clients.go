@@ -37,7 +37,7 @@ func clients(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	store, err := ledger.Open(ctx, *dbURL, 10*time.Second)
+	store, err := ledger.Open(ctx, *dbURL, ledger.Options{Timeout: 10 * time.Second})
 	if err != nil {
 		return failf(stderr, "clients: %v", err)
 	}

@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -32,6 +31,7 @@ func runController(args []string, stderr io.Writer) int {
 	namespaces := fs.String("watch-namespaces", envOr("EVALMETER_WATCH_NAMESPACES", ""), "comma-separated namespaces to watch; empty for all")
 	resync := fs.Duration("resync", time.Minute, "how often each agreement's ledger figures are refreshed")
 	dbTimeout := fs.Duration("db-timeout", ledger.DefaultTimeout, "bound on every database statement")
+	maxConns := fs.String("db-max-conns", envOr("EVALMETER_DB_MAX_CONNS", "5"), maxConnsUsage)
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
 	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
@@ -40,10 +40,14 @@ func runController(args []string, stderr io.Writer) int {
 	if *dbURL == "" {
 		return failf(stderr, "controller: set DATABASE_URL (or --database-url) to the PostgreSQL URL")
 	}
+	dbMaxConns, err := parseMaxConns(*maxConns)
+	if err != nil {
+		return failf(stderr, "controller: %v", err)
+	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts), zap.WriteTo(stderr)))
 	if err := controller(ctrl.SetupSignalHandler(), controllerConfig{
 		databaseURL: *dbURL, metricsAddr: *metricsAddr, probeAddr: *probeAddr, leaderElect: *leaderElect,
-		namespaces: *namespaces, resync: *resync, dbTimeout: *dbTimeout,
+		namespaces: *namespaces, resync: *resync, dbTimeout: *dbTimeout, dbMaxConns: dbMaxConns,
 	}); err != nil {
 		ctrl.Log.Error(err, "controller stopped")
 		return 1
@@ -56,6 +60,7 @@ type controllerConfig struct {
 	leaderElect                         bool
 	namespaces                          string
 	resync, dbTimeout                   time.Duration
+	dbMaxConns                          int32
 }
 
 func controller(ctx context.Context, cfg controllerConfig) error {
@@ -65,7 +70,7 @@ func controller(ctx context.Context, cfg controllerConfig) error {
 	if err != nil {
 		return err
 	}
-	store, err := ledger.Open(ctx, cfg.databaseURL, cfg.dbTimeout)
+	store, err := ledger.Open(ctx, cfg.databaseURL, ledger.Options{Timeout: cfg.dbTimeout, MaxConns: cfg.dbMaxConns})
 	if err != nil {
 		return err
 	}
@@ -78,11 +83,10 @@ func controller(ctx context.Context, cfg controllerConfig) error {
 	if err := evalmeterv1alpha1.AddToScheme(scheme); err != nil {
 		return err
 	}
-	var cacheOpts cache.Options
-	if cfg.namespaces != "" {
-		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
-		for _, ns := range strings.Split(cfg.namespaces, ",") {
-			cacheOpts.DefaultNamespaces[strings.TrimSpace(ns)] = cache.Config{}
+	var namespaces []string
+	for ns := range strings.SplitSeq(cfg.namespaces, ",") {
+		if ns = strings.TrimSpace(ns); ns != "" {
+			namespaces = append(namespaces, ns)
 		}
 	}
 	restConfig, err := ctrl.GetConfig()
@@ -91,7 +95,7 @@ func controller(ctx context.Context, cfg controllerConfig) error {
 	}
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme:                 scheme,
-		Cache:                  cacheOpts,
+		Cache:                  controllers.CacheOptions(namespaces),
 		Metrics:                metricsserver.Options{BindAddress: cfg.metricsAddr},
 		HealthProbeBindAddress: cfg.probeAddr,
 		LeaderElection:         cfg.leaderElect,

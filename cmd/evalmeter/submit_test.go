@@ -87,7 +87,7 @@ func (a *testAPI) consumed(t *testing.T) int {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	store, err := ledger.Open(ctx, a.dbURL, 10*time.Second)
+	store, err := ledger.Open(ctx, a.dbURL, ledger.Options{Timeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

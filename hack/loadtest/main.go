@@ -88,7 +88,7 @@ func run(duration time.Duration, concurrency int, vectorsPath, vectorName string
 	if err := ledger.Migrate(ctx, cluster.URL()); err != nil {
 		return false, err
 	}
-	store, err := ledger.Open(ctx, cluster.URL()+os.Getenv("LOADTEST_URL_SUFFIX"), 5*time.Second)
+	store, err := ledger.Open(ctx, cluster.URL()+os.Getenv("LOADTEST_URL_SUFFIX"), ledger.Options{Timeout: 5 * time.Second})
 	if err != nil {
 		return false, err
 	}

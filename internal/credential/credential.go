@@ -7,6 +7,7 @@ package credential
 import (
 	"crypto/hmac"
 	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
@@ -72,6 +73,7 @@ func NewSessionID(random io.Reader) (string, error) {
 type TokenSigner struct {
 	current string
 	keys    map[string][]byte
+	ids     []string // the keys of keys, current first: Authenticate tries them all
 }
 
 // NewTokenSigner signs with current and also accepts tokens signed with
@@ -82,7 +84,11 @@ func NewTokenSigner(current []byte, previous ...[]byte) (*TokenSigner, error) {
 		if len(k) < MinSecretBytes {
 			return nil, fmt.Errorf("session token secret %d is %d bytes; it needs at least %d", i+1, len(k), MinSecretBytes)
 		}
-		s.keys[KeyID(k)] = k
+		id := KeyID(k)
+		if _, dup := s.keys[id]; !dup {
+			s.ids = append(s.ids, id)
+		}
+		s.keys[id] = k
 	}
 	s.current = KeyID(current)
 	return s, nil
@@ -139,6 +145,31 @@ func (s *TokenSigner) Verify(token, keyID string) bool {
 		return false
 	}
 	return hmac.Equal(b[sessionBytes:], mac(key, b[:sessionBytes]))
+}
+
+// Authenticate checks token's HMAC against every configured key and
+// returns the id of the key that signed it, or ok false. It needs no
+// lookup, so a forged token costs no database work; the caller must still
+// check that the session's row names the same key. Every key is tried,
+// whichever matches, so the time taken does not tell which one did.
+func (s *TokenSigner) Authenticate(token string) (keyID string, ok bool) {
+	raw, found := strings.CutPrefix(token, tokenPrefix)
+	if !found || len(raw) != base64.RawURLEncoding.EncodedLen(sessionBytes+sha256.Size) {
+		return "", false
+	}
+	b, err := base64.RawURLEncoding.DecodeString(raw)
+	if err != nil {
+		return "", false
+	}
+	match := -1
+	for i, id := range s.ids {
+		equal := subtle.ConstantTimeCompare(b[sessionBytes:], mac(s.keys[id], b[:sessionBytes]))
+		match = subtle.ConstantTimeSelect(equal, i, match)
+	}
+	if match < 0 {
+		return "", false
+	}
+	return s.ids[match], true
 }
 
 func mac(key, id []byte) []byte {

@@ -107,3 +107,59 @@ func flipLast(token string) string {
 	}
 	return string(b)
 }
+
+// TestAuthenticate: a token's HMAC is checked against every configured key
+// without a lookup, and names the key that signed it.
+func TestAuthenticate(t *testing.T) {
+	k1 := bytes.Repeat([]byte{1}, 32)
+	k2 := bytes.Repeat([]byte{2}, 32)
+	k3 := bytes.Repeat([]byte{3}, 32)
+	rotated, err := NewTokenSigner(k2, k1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := NewSessionID(rand.Reader)
+	signedBy := func(key []byte) string {
+		s, err := NewTokenSigner(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		token, err := s.Token(id, KeyID(key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return token
+	}
+	current, previous := signedBy(k2), signedBy(k1)
+
+	tests := []struct {
+		name      string
+		token     string
+		wantKeyID string // "" for a refusal
+	}{
+		{"current key", current, KeyID(k2)},
+		{"previous key", previous, KeyID(k1)},
+		{"a key not configured", signedBy(k3), ""},
+		{"flipped mac byte", flipLast(current), ""},
+		{"truncated", current[:len(current)-2], ""},
+		{"one character more", current + "A", ""},
+		{"api key prefix", "evk_" + current[4:], ""},
+		{"not base64url", "evs_" + strings.Repeat("*", len(current)-4), ""},
+		{"empty", "", ""},
+	}
+	for _, tt := range tests {
+		keyID, ok := rotated.Authenticate(tt.token)
+		if ok != (tt.wantKeyID != "") || keyID != tt.wantKeyID {
+			t.Errorf("%s: Authenticate = %q, %v; want %q", tt.name, keyID, ok, tt.wantKeyID)
+		}
+	}
+
+	// The same secret given twice is one key.
+	twice, err := NewTokenSigner(k1, k1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if keyID, ok := twice.Authenticate(previous); !ok || keyID != KeyID(k1) || len(twice.ids) != 1 {
+		t.Errorf("a secret given twice: Authenticate = %q, %v with %d keys", keyID, ok, len(twice.ids))
+	}
+}

@@ -18,6 +18,27 @@ type Grant struct {
 	AllocatedHours int
 	ValidUntil     *time.Time // nil: no end
 	Source         string     // who provisions it, for the credit events
+	// Holder is the ClientAgreement that provisions the client; zero for
+	// `evalmeter clients grant`, which may not change a held client.
+	Holder Holder
+}
+
+// Holder names the ClientAgreement that holds a client.
+type Holder struct {
+	UID  string // metadata.uid: a re-created agreement is another holder
+	Name string // namespace/name, to find it and to say who holds it
+}
+
+// HeldError is a write refused because another agreement holds the client.
+// The caller decides whether that holder still exists; if it does not, it
+// may Release the client on its behalf and write again.
+type HeldError struct {
+	ClientID string
+	Holder   Holder
+}
+
+func (e *HeldError) Error() string {
+	return fmt.Sprintf("client %s is held by ClientAgreement %s (uid %s); change that agreement, or delete it first", e.ClientID, e.Holder.Name, e.Holder.UID)
 }
 
 // clientIDPattern is the ClientAgreement's clientID rule (DESIGN.md §6).
@@ -31,6 +52,9 @@ func (g Grant) Validate() error {
 	if g.AllocatedHours < 0 {
 		return fmt.Errorf("%w allocated hours %d: must be 0 or more", ErrInvalid, g.AllocatedHours)
 	}
+	if (g.Holder.UID == "") != (g.Holder.Name == "") {
+		return fmt.Errorf("%w holder %+v: give both its uid and its name, or neither", ErrInvalid, g.Holder)
+	}
 	return nil
 }
 
@@ -40,6 +64,8 @@ type Client struct {
 	AllocatedHours int
 	ConsumedHours  int
 	ValidUntil     *time.Time
+	// Key is the API key it was found by (ClientByKey only).
+	Key credential.KeyHash
 }
 
 // Expired reports whether the client's agreement has ended at now.
@@ -58,68 +84,193 @@ type Usage struct {
 
 // UpsertClient creates the client or updates its allocation and validity,
 // recording a credit event when the allocation changes. It reports whether
-// the client was created.
+// the client was created. A client held by another agreement is refused
+// with a *HeldError; a grant with a Holder takes an unheld client.
+//
+// A grant that changes nothing writes nothing and locks nothing, so that
+// the controller's periodic resync costs PostgreSQL one read.
 func (s *Store) UpsertClient(ctx context.Context, g Grant, now time.Time) (created bool, err error) {
 	if err := g.Validate(); err != nil {
 		return false, err
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
+	row, err := readClientRow(ctx, s.pool, g.ClientID, false)
+	if err != nil || row.found && row.same(g) {
+		return false, err
+	}
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var before int
-		err := tx.QueryRow(ctx, `SELECT allocated_hours FROM clients WHERE client_id = $1 FOR UPDATE`, g.ClientID).Scan(&before)
-		switch {
-		case errors.Is(err, pgx.ErrNoRows):
+		row, err := readClientRow(ctx, tx, g.ClientID, true)
+		if err != nil {
+			return err
+		}
+		if err := row.writableBy(g); err != nil {
+			return err
+		}
+		holderUID, holderName := nullable(g.Holder.UID), nullable(g.Holder.Name)
+		if !row.found {
 			created = true
 			_, err = tx.Exec(ctx, `
-				INSERT INTO clients (client_id, allocated_hours, valid_until, source, created_at, updated_at)
-				VALUES ($1, $2, $3, $4, $5, $5)`, g.ClientID, g.AllocatedHours, g.ValidUntil, g.Source, now)
-		case err == nil:
+				INSERT INTO clients (client_id, allocated_hours, valid_until, source, holder_uid, holder_name, created_at, updated_at)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $7)`, g.ClientID, g.AllocatedHours, g.ValidUntil, g.Source, holderUID, holderName, now)
+		} else {
 			_, err = tx.Exec(ctx, `
-				UPDATE clients SET allocated_hours = $2, valid_until = $3, source = $4, updated_at = $5
-				WHERE client_id = $1`, g.ClientID, g.AllocatedHours, g.ValidUntil, g.Source, now)
+				UPDATE clients SET allocated_hours = $2, valid_until = $3, source = $4,
+				       holder_uid = $5, holder_name = $6, updated_at = $7
+				WHERE client_id = $1`, g.ClientID, g.AllocatedHours, g.ValidUntil, g.Source, holderUID, holderName, now)
 		}
-		if err != nil || g.AllocatedHours == before && !created {
+		if err != nil || g.AllocatedHours == row.allocated && !created {
 			return err
 		}
 		_, err = tx.Exec(ctx, `
 			INSERT INTO credit_events (client_id, at, kind, allocated_delta, source)
-			VALUES ($1, $2, 'allocation', $3, $4)`, g.ClientID, now, g.AllocatedHours-before, g.Source)
+			VALUES ($1, $2, 'allocation', $3, $4)`, g.ClientID, now, g.AllocatedHours-row.allocated, g.Source)
 		return err
 	})
 	return created, err
 }
 
-// SetKey makes hash the client's one active API key: it is added if new
-// (or reinstated) and every other key of the client is revoked. Calling it
-// again with the same hash changes nothing.
+// clientRow is what UpsertClient compares a grant with.
+type clientRow struct {
+	found      bool
+	allocated  int
+	validUntil *time.Time
+	source     string
+	holder     Holder
+}
+
+func readClientRow(ctx context.Context, q querier, clientID string, lock bool) (clientRow, error) {
+	sql := `SELECT allocated_hours, valid_until, source, coalesce(holder_uid, ''), coalesce(holder_name, '')
+		FROM clients WHERE client_id = $1`
+	if lock {
+		sql += ` FOR UPDATE`
+	}
+	r := clientRow{found: true}
+	err := q.QueryRow(ctx, sql, clientID).Scan(&r.allocated, &r.validUntil, &r.source, &r.holder.UID, &r.holder.Name)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return clientRow{}, nil
+	}
+	return r, err
+}
+
+// querier is a pool or a transaction.
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// nullable is NULL for "".
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// writableBy refuses a grant from anyone but the client's holder.
+func (r clientRow) writableBy(g Grant) error {
+	if !r.found || r.holder.UID == "" || r.holder.UID == g.Holder.UID {
+		return nil
+	}
+	return &HeldError{ClientID: g.ClientID, Holder: r.holder}
+}
+
+// same reports whether writing g would change nothing. PostgreSQL keeps
+// microseconds, so validUntil is compared at that precision.
+func (r clientRow) same(g Grant) bool {
+	sameEnd := r.validUntil == nil && g.ValidUntil == nil ||
+		r.validUntil != nil && g.ValidUntil != nil && r.validUntil.Equal(g.ValidUntil.Truncate(time.Microsecond))
+	return r.allocated == g.AllocatedHours && sameEnd && r.source == g.Source &&
+		r.holder.UID == g.Holder.UID && r.holder.Name == g.Holder.Name
+}
+
+// Release ends holder's hold of the client, as its agreement is deleted: it
+// revokes every key of the client and ends its open sessions, in one
+// transaction. The ledger rows stay, for audit. It reports whether holder
+// held the client; when it did not, nothing changes.
+func (s *Store) Release(ctx context.Context, clientID string, holder Holder, now time.Time) (bool, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	var held bool
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `
+			UPDATE clients SET holder_uid = NULL, holder_name = NULL, updated_at = $3
+			WHERE client_id = $1 AND holder_uid = $2`, clientID, holder.UID, now)
+		if err != nil || tag.RowsAffected() == 0 {
+			return err
+		}
+		held = true
+		if _, err := tx.Exec(ctx, `UPDATE api_keys SET revoked_at = $2 WHERE client_id = $1 AND revoked_at IS NULL`, clientID, now); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `
+			UPDATE sessions SET ended_at = $2
+			WHERE client_id = $1 AND ended_at IS NULL AND expires_at > $2`, clientID, now)
+		return err
+	})
+	return held, err
+}
+
+// ReleaseStale ends the hold of an agreement that no longer exists, so that
+// another may take the client; unlike Release it revokes nothing, since the
+// next holder sets the key at once. It changes nothing unless stale still
+// holds the client.
+func (s *Store) ReleaseStale(ctx context.Context, clientID string, stale Holder, now time.Time) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	_, err := s.pool.Exec(ctx, `
+		UPDATE clients SET holder_uid = NULL, holder_name = NULL, updated_at = $3
+		WHERE client_id = $1 AND holder_uid = $2`, clientID, stale.UID, now)
+	return err
+}
+
+var (
+	// ErrKeyRevoked is a key that was revoked: it never becomes valid again.
+	ErrKeyRevoked = fmt.Errorf("%w: this API key was revoked and can never be used again; put a new key in its place", ErrInvalid)
+	// ErrKeyTaken is a key that belongs to another client.
+	ErrKeyTaken = fmt.Errorf("%w: this API key belongs to another client; put a new key in its place", ErrInvalid)
+)
+
+// SetKey makes hash the client's one active API key: it is added if new,
+// every other key of the client is revoked and the sessions those keys
+// opened end. A revoked key is refused (ErrKeyRevoked), as is a key of
+// another client (ErrKeyTaken). Calling it again with the active key reads
+// and writes nothing.
 func (s *Store) SetKey(ctx context.Context, clientID string, hash credential.KeyHash, now time.Time) error {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
+	var active, others int
+	err := s.pool.QueryRow(ctx, `
+		SELECT count(*) FILTER (WHERE key_sha256 = $2), count(*) FILTER (WHERE key_sha256 <> $2)
+		FROM api_keys WHERE client_id = $1 AND revoked_at IS NULL`, clientID, hash[:]).Scan(&active, &others)
+	if err != nil || active == 1 && others == 0 {
+		return err
+	}
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `
-			INSERT INTO api_keys (key_sha256, client_id, created_at) VALUES ($1, $2, $3)
-			ON CONFLICT (key_sha256) DO UPDATE SET revoked_at = NULL
-			WHERE api_keys.client_id = EXCLUDED.client_id`, hash[:], clientID, now)
+		var owner string
+		var revoked bool
+		err := tx.QueryRow(ctx, `SELECT client_id, revoked_at IS NOT NULL FROM api_keys WHERE key_sha256 = $1`, hash[:]).Scan(&owner, &revoked)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			_, err = tx.Exec(ctx, `INSERT INTO api_keys (key_sha256, client_id, created_at) VALUES ($1, $2, $3)`, hash[:], clientID, now)
+		case err != nil:
+		case owner != clientID:
+			return ErrKeyTaken
+		case revoked:
+			return ErrKeyRevoked
+		}
 		if err != nil {
 			return err
 		}
-		if tag.RowsAffected() == 0 {
-			return fmt.Errorf("%w: this API key already belongs to another client", ErrInvalid)
+		if _, err = tx.Exec(ctx, `
+			UPDATE api_keys SET revoked_at = $3
+			WHERE client_id = $1 AND key_sha256 <> $2 AND revoked_at IS NULL`, clientID, hash[:], now); err != nil {
+			return err
 		}
 		_, err = tx.Exec(ctx, `
-			UPDATE api_keys SET revoked_at = $3
-			WHERE client_id = $1 AND key_sha256 <> $2 AND revoked_at IS NULL`, clientID, hash[:], now)
+			UPDATE sessions SET ended_at = $3
+			WHERE client_id = $1 AND key_sha256 <> $2 AND ended_at IS NULL AND expires_at > $3`, clientID, hash[:], now)
 		return err
 	})
-}
-
-// RevokeKeys revokes every API key of the client; the ledger rows stay.
-func (s *Store) RevokeKeys(ctx context.Context, clientID string, now time.Time) error {
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
-	_, err := s.pool.Exec(ctx, `UPDATE api_keys SET revoked_at = $2 WHERE client_id = $1 AND revoked_at IS NULL`, clientID, now)
-	return err
 }
 
 // Client returns the client with this id, or ErrNotFound.
@@ -150,6 +301,7 @@ func (s *Store) ClientByKey(ctx context.Context, hash credential.KeyHash) (Clien
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Client{}, ErrNotFound
 	}
+	c.Key = hash
 	return c, err
 }
 
@@ -160,7 +312,7 @@ func (s *Store) Usage(ctx context.Context, clientID string, now time.Time) (Usag
 	u := Usage{ClientID: clientID}
 	err := s.pool.QueryRow(ctx, `
 		SELECT allocated_hours, consumed_hours,
-		       (SELECT count(*) FROM sessions WHERE client_id = $1 AND expires_at > $2)
+		       (SELECT count(*) FROM sessions WHERE client_id = $1 AND expires_at > $2 AND ended_at IS NULL)
 		FROM clients WHERE client_id = $1`, clientID, now).
 		Scan(&u.AllocatedHours, &u.ConsumedHours, &u.ActiveSessions)
 	if errors.Is(err, pgx.ErrNoRows) {

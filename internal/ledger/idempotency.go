@@ -3,7 +3,10 @@ package ledger
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // MetricsRecord is what a metrics request left behind for its retries.
@@ -20,31 +23,38 @@ type MetricsRecord struct {
 func (s *Store) SaveMetrics(ctx context.Context, clientID, idempotencyKey string, rec MetricsRecord, now time.Time) (MetricsRecord, bool, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	var (
-		held     MetricsRecord
-		digest   []byte
-		inserted bool
-	)
-	// The no-op update makes RETURNING give the row that holds either way;
-	// xmax = 0 tells a fresh insert.
-	err := s.pool.QueryRow(ctx, `
-		INSERT INTO metrics_requests (client_id, idempotency_key, request_sha256, metrics, created_at)
-		VALUES ($1, $2, $3, $4, $5)
-		ON CONFLICT (client_id, idempotency_key) DO UPDATE SET client_id = EXCLUDED.client_id
-		RETURNING request_sha256, metrics, xmax = 0`,
-		clientID, idempotencyKey, rec.RequestSHA256[:], rec.Metrics, now).
-		Scan(&digest, &held.Metrics, &inserted)
-	if err != nil {
-		return MetricsRecord{}, false, err
+	// DO NOTHING, then a plain read of the holder: a replay takes no row
+	// lock and writes no tuple (a no-op DO UPDATE does both). The INSERT
+	// waits for a concurrent one with the same key to commit, so the SELECT
+	// then sees its row. Only pruning between the two can hide it: the key
+	// is free again, and the next attempt stores rec.
+	for attempt := 0; ; attempt++ {
+		tag, err := s.pool.Exec(ctx, `
+			INSERT INTO metrics_requests (client_id, idempotency_key, request_sha256, metrics, created_at)
+			VALUES ($1, $2, $3, $4, $5)
+			ON CONFLICT (client_id, idempotency_key) DO NOTHING`,
+			clientID, idempotencyKey, rec.RequestSHA256[:], rec.Metrics, now)
+		if err != nil {
+			return MetricsRecord{}, false, err
+		}
+		if tag.RowsAffected() == 1 {
+			return rec, true, nil
+		}
+		var (
+			held   MetricsRecord
+			digest []byte
+		)
+		err = s.pool.QueryRow(ctx, `
+			SELECT request_sha256, metrics FROM metrics_requests
+			WHERE client_id = $1 AND idempotency_key = $2`,
+			clientID, idempotencyKey).Scan(&digest, &held.Metrics)
+		if errors.Is(err, pgx.ErrNoRows) && attempt < 2 {
+			continue
+		}
+		if err != nil {
+			return MetricsRecord{}, false, err
+		}
+		copy(held.RequestSHA256[:], digest)
+		return held, false, nil
 	}
-	copy(held.RequestSHA256[:], digest)
-	return held, inserted, nil
-}
-
-// PruneMetrics deletes the records created before cutoff.
-func (s *Store) PruneMetrics(ctx context.Context, cutoff time.Time) (int64, error) {
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
-	tag, err := s.pool.Exec(ctx, `DELETE FROM metrics_requests WHERE created_at < $1`, cutoff)
-	return tag.RowsAffected(), err
 }

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
@@ -44,16 +43,40 @@ type Store struct {
 	timeout time.Duration
 }
 
+// Options configure a Store's connection pool.
+type Options struct {
+	// Timeout bounds every statement, the wait for a connection included;
+	// 0 means DefaultTimeout.
+	Timeout time.Duration
+	// MaxConns bounds the pool: replicas × MaxConns must stay under
+	// PostgreSQL's max_connections. 0 means pgx's default (the greater of 4
+	// and the number of CPUs).
+	MaxConns int32
+	// Tracer, when set, sees every query (metrics, tests counting queries).
+	Tracer pgx.QueryTracer
+}
+
 // Open connects to the database at url. It does not migrate.
-func Open(ctx context.Context, url string, timeout time.Duration) (*Store, error) {
+func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("DATABASE_URL: %w", err)
 	}
+	if opts.MaxConns < 0 {
+		return nil, fmt.Errorf("ledger: MaxConns %d is negative; use 0 for pgx's default", opts.MaxConns)
+	}
+	timeout := opts.Timeout
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
 	cfg.ConnConfig.ConnectTimeout = timeout
+	if opts.MaxConns > 0 {
+		cfg.MaxConns = opts.MaxConns
+		cfg.MinConns = min(cfg.MinConns, opts.MaxConns)
+	}
+	if opts.Tracer != nil {
+		cfg.ConnConfig.Tracer = opts.Tracer
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to PostgreSQL: %w", err)
@@ -92,7 +115,7 @@ func waitReachable(ctx context.Context, db *sql.DB) error {
 	delay := 100 * time.Millisecond
 	for {
 		err := db.PingContext(ctx)
-		if err == nil || !Unavailable(err) {
+		if err == nil || !unreachable(err) {
 			return err
 		}
 		select {
@@ -121,32 +144,6 @@ func migrate(ctx context.Context, db *sql.DB) error {
 		return fmt.Errorf("migrating: %w", err)
 	}
 	return nil
-}
-
-// Unavailable reports whether err means PostgreSQL could not serve the
-// statement now, so that the caller answers 503: no answer came back
-// (unreachable, connection lost, timed out), or the server refused for a
-// passing reason (shutting down, overloaded, a transaction conflict). The
-// ledger's own answers (ErrNotFound, ErrNoCredit, ErrInvalid) are not, and
-// an error the server answered for another reason is a bug.
-func Unavailable(err error) bool {
-	if err == nil || errors.Is(err, ErrNotFound) || errors.Is(err, ErrNoCredit) ||
-		errors.Is(err, ErrInvalid) || errors.Is(err, pgx.ErrNoRows) {
-		return false
-	}
-	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) {
-		return true
-	}
-	switch pgErr.Code[:2] {
-	case "08", // connection exception
-		"40", // serialization failure, deadlock
-		"53", // insufficient resources
-		"57", // operator intervention: shutdown, statement timeout
-		"58": // system error
-		return true
-	}
-	return false
 }
 
 // bound gives ctx the statement timeout.

@@ -12,7 +12,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/evalmeter/evalmeter/internal/credential"
 	"github.com/evalmeter/evalmeter/internal/ledger"
 	"github.com/evalmeter/evalmeter/internal/pgtest"
 )
@@ -27,7 +26,7 @@ func open(t *testing.T) (*ledger.Store, string) {
 	if err := ledger.Migrate(t.Context(), url); err != nil {
 		t.Fatal(err)
 	}
-	s, err := ledger.Open(t.Context(), url, 5*time.Second)
+	s, err := ledger.Open(t.Context(), url, ledger.Options{Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +91,7 @@ func TestGrantRecordsAllocationEvents(t *testing.T) {
 }
 
 func TestKeys(t *testing.T) {
-	s, _ := open(t)
+	s, url := open(t)
 	ctx := t.Context()
 	for _, id := range []string{"acme", "other"} {
 		if _, err := s.UpsertClient(ctx, ledger.Grant{ClientID: id, AllocatedHours: 1, Source: "test"}, t0); err != nil {
@@ -101,8 +100,13 @@ func TestKeys(t *testing.T) {
 	}
 	k1, k2 := sha256.Sum256([]byte("one")), sha256.Sum256([]byte("two"))
 	must(t, s.SetKey(ctx, "acme", k1, t0))
-	must(t, s.SetKey(ctx, "acme", k1, t0)) // idempotent
-	if c, err := s.ClientByKey(ctx, k1); err != nil || c.ID != "acme" {
+	keyRows := `SELECT xmin::text || '/' || xmax::text FROM api_keys ORDER BY key_sha256`
+	rows := query[string](t, url, keyRows)
+	must(t, s.SetKey(ctx, "acme", k1, t0.Add(time.Minute))) // idempotent, and writes nothing
+	if again := query[string](t, url, keyRows); !slices.Equal(rows, again) {
+		t.Errorf("setting the active key again wrote its row: xmin/xmax %v, then %v", rows, again)
+	}
+	if c, err := s.ClientByKey(ctx, k1); err != nil || c.ID != "acme" || c.Key != k1 {
 		t.Fatalf("ClientByKey(k1) = %+v, %v", c, err)
 	}
 	// Rotation: the new key works, the old one is revoked.
@@ -113,22 +117,18 @@ func TestKeys(t *testing.T) {
 	if _, err := s.ClientByKey(ctx, k2); err != nil {
 		t.Errorf("new key after rotation: %v", err)
 	}
-	// Putting the old key back reinstates it.
-	must(t, s.SetKey(ctx, "acme", k1, t0))
-	if _, err := s.ClientByKey(ctx, k1); err != nil {
-		t.Errorf("reinstated key: %v", err)
+	// A revoked key never comes back, and the active one stays.
+	if err := s.SetKey(ctx, "acme", k1, t0); !errors.Is(err, ledger.ErrKeyRevoked) || !errors.Is(err, ledger.ErrInvalid) || ledger.Unavailable(err) {
+		t.Errorf("putting a revoked key back: %v, want ErrKeyRevoked", err)
 	}
-	if err := s.SetKey(ctx, "other", k1, t0); err == nil {
-		t.Error("a key of acme was given to another client")
+	if _, err := s.ClientByKey(ctx, k1); !errors.Is(err, ledger.ErrNotFound) {
+		t.Errorf("a revoked key was reinstated: %v", err)
 	}
-	must(t, s.RevokeKeys(ctx, "acme", t0))
-	for _, k := range []credential.KeyHash{k1, k2} {
-		if _, err := s.ClientByKey(ctx, k); !errors.Is(err, ledger.ErrNotFound) {
-			t.Errorf("key after RevokeKeys: %v", err)
-		}
+	if _, err := s.ClientByKey(ctx, k2); err != nil {
+		t.Errorf("the active key after a refused revoked one: %v", err)
 	}
-	if _, err := s.Client(ctx, "acme"); err != nil {
-		t.Errorf("the client row must stay after its keys are revoked: %v", err)
+	if err := s.SetKey(ctx, "other", k2, t0); !errors.Is(err, ledger.ErrKeyTaken) || ledger.Unavailable(err) {
+		t.Errorf("a key of acme given to another client: %v, want ErrKeyTaken", err)
 	}
 }
 
@@ -152,8 +152,8 @@ func TestMetricsRecords(t *testing.T) {
 	if _, stored, _ := s.SaveMetrics(ctx, "acme", "key-0000000000002", rec, t0.Add(23*time.Hour)); !stored {
 		t.Fatal("second key not stored")
 	}
-	n, err := s.PruneMetrics(ctx, t0.Add(time.Minute))
-	if err != nil || n != 1 {
+	n, busy, err := s.PruneMetrics(ctx, t0.Add(time.Minute), 1)
+	if err != nil || n != 1 || busy {
 		t.Errorf("pruned %d, %v; want 1", n, err)
 	}
 	if _, stored, _ := s.SaveMetrics(ctx, "acme", "key-0000000000001", other, t0.Add(25*time.Hour)); !stored {
@@ -201,7 +201,7 @@ func TestUnavailable(t *testing.T) {
 	cluster := pgtest.NewCluster(t)
 	url := cluster.NewDatabase(t)
 	must(t, ledger.Migrate(t.Context(), url))
-	s, err := ledger.Open(t.Context(), url, time.Second)
+	s, err := ledger.Open(t.Context(), url, ledger.Options{Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

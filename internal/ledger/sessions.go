@@ -3,9 +3,12 @@ package ledger
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/evalmeter/evalmeter/internal/credential"
 )
 
 // Session is an opened session. Its token is derived, never stored.
@@ -14,8 +17,13 @@ type Session struct {
 	ClientID   string
 	IssuedAt   time.Time
 	ExpiresAt  time.Time
-	TokenKeyID string // the token key that signs it
+	TokenKeyID string             // the token key that signs it
+	Key        credential.KeyHash // the API key that opened it
 }
+
+// ErrSessionEnded is a session ended before its window closed, because the
+// API key that opened it was revoked.
+var ErrSessionEnded = fmt.Errorf("%w: the session was ended because its API key was revoked", ErrNotFound)
 
 // OpenSession opens s for its client under idempotencyKey, consuming one
 // credit, in one transaction. When the client already opened a session
@@ -27,21 +35,25 @@ type Session struct {
 // serializes; a concurrent call with the same key waits on the unique
 // index and then replays.
 func (s *Store) OpenSession(ctx context.Context, idempotencyKey string, sess Session, source string) (opened Session, replay bool, err error) {
+	var key []byte // NULL: opened by no key (tests, tools)
+	if sess.Key != (credential.KeyHash{}) {
+		key = sess.Key[:]
+	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `
-			INSERT INTO sessions (id, client_id, idempotency_key, issued_at, expires_at, token_key_id)
-			VALUES ($1, $2, $3, $4, $5, $6)
+			INSERT INTO sessions (id, client_id, idempotency_key, issued_at, expires_at, token_key_id, key_sha256)
+			VALUES ($1, $2, $3, $4, $5, $6, $7)
 			ON CONFLICT (client_id, idempotency_key) DO NOTHING`,
-			sess.ID, sess.ClientID, idempotencyKey, sess.IssuedAt, sess.ExpiresAt, sess.TokenKeyID)
+			sess.ID, sess.ClientID, idempotencyKey, sess.IssuedAt, sess.ExpiresAt, sess.TokenKeyID, key)
 		if err != nil {
 			return err
 		}
 		if tag.RowsAffected() == 0 {
 			replay = true
 			opened, err = scanSession(tx.QueryRow(ctx, sessionColumns+`
-				WHERE client_id = $1 AND idempotency_key = $2`, sess.ClientID, idempotencyKey))
+				FROM sessions WHERE client_id = $1 AND idempotency_key = $2`, sess.ClientID, idempotencyKey))
 			return err
 		}
 		tag, err = tx.Exec(ctx, `
@@ -65,21 +77,28 @@ func (s *Store) OpenSession(ctx context.Context, idempotencyKey string, sess Ses
 	return opened, replay, nil
 }
 
-// Session returns the session with this id, or ErrNotFound.
+// Session returns the session with this id: ErrNotFound when there is
+// none, ErrSessionEnded when its key was revoked.
 func (s *Store) Session(ctx context.Context, id string) (Session, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	sess, err := scanSession(s.pool.QueryRow(ctx, sessionColumns+` WHERE id = $1`, id))
-	if errors.Is(err, pgx.ErrNoRows) {
+	var ended *time.Time
+	sess, err := scanSession(s.pool.QueryRow(ctx, sessionColumns+`, ended_at FROM sessions WHERE id = $1`, id), &ended)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
 		return Session{}, ErrNotFound
+	case err == nil && ended != nil:
+		return Session{}, ErrSessionEnded
 	}
 	return sess, err
 }
 
-const sessionColumns = `SELECT id, client_id, issued_at, expires_at, token_key_id FROM sessions`
+const sessionColumns = `SELECT id, client_id, issued_at, expires_at, token_key_id, coalesce(key_sha256, '')`
 
-func scanSession(row pgx.Row) (Session, error) {
+func scanSession(row pgx.Row, more ...any) (Session, error) {
 	var s Session
-	err := row.Scan(&s.ID, &s.ClientID, &s.IssuedAt, &s.ExpiresAt, &s.TokenKeyID)
+	var key []byte
+	err := row.Scan(append([]any{&s.ID, &s.ClientID, &s.IssuedAt, &s.ExpiresAt, &s.TokenKeyID, &key}, more...)...)
+	copy(s.Key[:], key)
 	return s, err
 }

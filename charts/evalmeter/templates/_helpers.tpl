@@ -67,3 +67,45 @@ seccompProfile:
       name: {{ include "evalmeter.databaseSecret" . }}
       key: {{ include "evalmeter.databaseKey" . }}
 {{- end -}}
+
+{{/* GOMEMLIMIT of a container: call with (list "container" resources). Go's limit is
+     soft and counts only the runtime's memory, so it is 90% of limits.memory, leaving
+     the rest for what Go does not count and for the GC to catch up before the kernel
+     kills the container. Without a limit in values, the limit Kubernetes applies (a
+     LimitRange's default, else the node's memory) through the downward API. */}}
+{{- define "evalmeter.goMemLimit" -}}
+{{- $container := index . 0 -}}
+{{- $limit := dig "limits" "memory" "" (index . 1 | default dict) -}}
+{{- $bytes := 0.0 -}}
+{{- if or (kindIs "float64" $limit) (kindIs "int" $limit) (kindIs "int64" $limit) -}}
+{{- $bytes = float64 $limit -}}
+{{- else -}}
+{{- /* A quantity: a number (with an exponent, 1e9) and a binary or decimal suffix. */ -}}
+{{- $number := regexFind "^[0-9]+(\\.[0-9]+)?([eE][+-]?[0-9]+)?" (toString $limit) -}}
+{{- $scales := dict "" 1.0 "Ki" 1024.0 "Mi" 1048576.0 "Gi" 1073741824.0 "Ti" 1099511627776.0 "k" 1e3 "M" 1e6 "G" 1e9 "T" 1e12 -}}
+{{- $unit := trimPrefix $number (toString $limit) -}}
+{{- if and $number (hasKey $scales $unit) -}}
+{{- $bytes = mulf (float64 $number) (get $scales $unit) -}}
+{{- end -}}
+{{- end -}}
+- name: GOMEMLIMIT
+{{- if gt $bytes 0.0 }}
+  value: {{ mulf $bytes 0.9 | floor | int64 | toString | quote }}
+{{- else }}
+  valueFrom:
+    resourceFieldRef:
+      containerName: {{ $container }}
+      resource: limits.memory
+{{- end }}
+{{- end -}}
+
+{{/* The most PostgreSQL connections the pods can hold at once (values.yaml,
+     database.maxConns): every API and controller pod, each with a rollout's surge (25%,
+     rounded up), with a full pool; 2 for a migration; 3 superuser_reserved_connections. */}}
+{{- define "evalmeter.connectionsNeeded" -}}
+{{- $api := int .Values.api.replicas -}}
+{{- if .Values.api.autoscaling.enabled }}{{ $api = int .Values.api.autoscaling.maxReplicas }}{{ end -}}
+{{- $controller := int .Values.controller.replicas -}}
+{{- $pods := add $api (div (add $api 3) 4) $controller (div (add $controller 3) 4) -}}
+{{- add (mul $pods (int .Values.database.maxConns)) 2 3 -}}
+{{- end -}}

@@ -1,0 +1,67 @@
+package server_test
+
+import (
+	"context"
+	"crypto/rand"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/evalmeter/evalmeter/internal/credential"
+	"github.com/evalmeter/evalmeter/internal/ledger"
+)
+
+// TestRevocationEndsSessions: rotating a key ends, at once, the sessions
+// that key opened; releasing the client (its agreement deleted) ends the
+// rest. A revoked key put back is refused and stays 401.
+func TestRevocationEndsSessions(t *testing.T) {
+	e := newEnv(t)
+	a := e.api()
+	ctx := context.Background()
+	holder := ledger.Holder{UID: "uid-acme", Name: "team-a/acme"}
+	if _, err := e.store.UpsertClient(ctx, ledger.Grant{ClientID: "acme", AllocatedHours: 10, Source: "test", Holder: holder}, e.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	setKey := func() (string, credential.KeyHash) {
+		key, _ := credential.NewAPIKey(rand.Reader)
+		hash, _ := credential.HashAPIKey(key)
+		if err := e.store.SetKey(ctx, "acme", hash, e.clock.Now()); err != nil {
+			t.Fatal(err)
+		}
+		return key, hash
+	}
+	oldKey, oldHash := setKey()
+	old := a.mustOpenSession(oldKey, idem("old"))
+	if r := a.postMetrics(old.Session.Token, idem("m-old-1"), exampleBody); r.status != http.StatusOK {
+		t.Fatalf("metrics before the rotation: %d %s", r.status, r.body)
+	}
+
+	newKey, _ := setKey()
+	r := a.postMetrics(old.Session.Token, idem("m-old-2"), exampleBody)
+	if r.status != http.StatusUnauthorized || r.errorCode(t) != "unauthorized" || !strings.Contains(string(r.body), "revoked") {
+		t.Errorf("the old key's session after the rotation: %d %s, want 401 saying the key was revoked", r.status, r.body)
+	}
+	current := a.mustOpenSession(newKey, idem("new"))
+	if r := a.postMetrics(current.Session.Token, idem("m-new-1"), exampleBody); r.status != http.StatusOK {
+		t.Errorf("the new key's session: %d %s", r.status, r.body)
+	}
+	if err := e.store.SetKey(ctx, "acme", oldHash, e.clock.Now()); err == nil {
+		t.Error("the revoked key was accepted again")
+	}
+	if r, _ := a.openSession(oldKey, idem("old-again")); r.status != http.StatusUnauthorized {
+		t.Errorf("the revoked key after an attempt to reinstate it: %d, want 401", r.status)
+	}
+
+	if held, err := e.store.Release(ctx, "acme", holder, e.clock.Now()); !held || err != nil {
+		t.Fatal(held, err)
+	}
+	if r := a.postMetrics(current.Session.Token, idem("m-new-2"), exampleBody); r.status != http.StatusUnauthorized {
+		t.Errorf("a session after its agreement was deleted: %d %s, want 401", r.status, r.body)
+	}
+	if r, _ := a.openSession(newKey, idem("after")); r.status != http.StatusUnauthorized {
+		t.Errorf("the key after its agreement was deleted: %d, want 401", r.status)
+	}
+	if u := e.usage("acme"); u.ActiveSessions != 0 || u.ConsumedHours != 2 {
+		t.Errorf("usage %+v: want no active session, 2 consumed", u)
+	}
+}

@@ -1,0 +1,161 @@
+package server_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/evalmeter/evalmeter/internal/ledger"
+	"github.com/evalmeter/evalmeter/server"
+)
+
+// queryEnds counts the queries a pool finished, and the connections that
+// ran them.
+type queryEnds struct {
+	n     atomic.Int64
+	mu    sync.Mutex
+	conns map[*pgx.Conn]bool
+}
+
+func (c *queryEnds) TraceQueryStart(ctx context.Context, conn *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.conns == nil {
+		c.conns = map[*pgx.Conn]bool{}
+	}
+	c.conns[conn] = true
+	return ctx
+}
+
+func (c *queryEnds) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) { c.n.Add(1) }
+
+// TestSlowClients: clients that trickle their headers byte by byte, or stall
+// in the middle of a body, are cut at the server's bounds (ReadHeaderTimeout,
+// ReadTimeout of server.HTTPServer, shortened here), a stalled body with a
+// 400 that names no address; and while 50 of them hold connections, and a
+// pool of 2 database connections, other clients are served.
+func TestSlowClients(t *testing.T) {
+	e := newEnv(t)
+	queries := &queryEnds{}
+	srv := e.server(ledger.Options{Timeout: 5 * time.Second, MaxConns: 2, Tracer: queries})
+	hs := server.HTTPServer(srv.Handler(), log.New(io.Discard, "", 0))
+	hs.ReadHeaderTimeout, hs.ReadTimeout = 3*time.Second, 4*time.Second
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go hs.Serve(l)
+	t.Cleanup(func() { hs.Close() })
+	addr := l.Addr().String()
+	a := &api{t: t, url: "http://" + addr, client: &http.Client{Timeout: 20 * time.Second}}
+	key := e.grant("acme", 5, nil)
+	s := a.mustOpenSession(key, idem("s"))
+
+	const trickling, stalling = 25, 25
+	type slow struct {
+		kind string
+		conn net.Conn
+		cut  atomic.Bool // the server closed or answered
+		got  string      // what the server sent before closing
+	}
+	var (
+		slows []*slow
+		wg    sync.WaitGroup
+	)
+	dial := func(kind string) *slow {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn.SetDeadline(time.Now().Add(30 * time.Second)) // the test's own bound
+		c := &slow{kind: kind, conn: conn}
+		slows = append(slows, c)
+		t.Cleanup(func() { conn.Close() })
+		return c
+	}
+	read := func(c *slow) {
+		b, _ := io.ReadAll(c.conn) // until the server closes
+		c.got = string(b)
+		c.cut.Store(true)
+	}
+	for range trickling {
+		c := dial("trickling headers")
+		wg.Go(func() { read(c) })
+		wg.Go(func() {
+			// One byte at a time, never ending the headers, until cut.
+			head := "POST /api/svc/v1/metrics HTTP/1.1\r\nHost: x\r\nX-Slow: "
+			for i := 0; !c.cut.Load(); i++ {
+				b := []byte{'a'}
+				if i < len(head) {
+					b[0] = head[i]
+				}
+				if _, err := c.conn.Write(b); err != nil {
+					return
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		})
+	}
+	before := queries.n.Load()
+	for i := range stalling {
+		c := dial("stalled body")
+		fmt.Fprintf(c.conn, "POST /api/svc/v1/metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"+
+			"Idempotency-Key: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+			s.Session.Token, idem(fmt.Sprintf("stall-%02d", i)), len(exampleBody), exampleBody[:10])
+		wg.Go(func() { read(c) })
+	}
+	// Each stalled request looked its session up and now waits for its body.
+	waitFor(t, "the stalled requests to pass authentication", func() bool { return queries.n.Load()-before >= stalling })
+
+	// Others are served meanwhile.
+	if r := a.postMetrics(s.Session.Token, idem("meanwhile"), exampleBody); r.status != http.StatusOK {
+		t.Errorf("a metrics request among the slow clients: %d %s", r.status, r.body)
+	}
+	if r := a.do(request{method: "GET", path: "/api/svc/v1/usage", bearer: key}); r.status != http.StatusOK {
+		t.Errorf("a usage request among the slow clients: %d %s", r.status, r.body)
+	}
+	for _, c := range slows {
+		if c.cut.Load() {
+			t.Fatalf("a client with %s was cut before the others were served; the test's bounds are too short for this machine", c.kind)
+		}
+	}
+
+	wg.Wait() // every slow connection cut by the server, or the test's 30 s bound
+	queries.mu.Lock()
+	if n := len(queries.conns); n > 2 {
+		t.Errorf("%d database connections served the requests; ledger.Options.MaxConns is 2", n)
+	}
+	queries.mu.Unlock()
+	for i, c := range slows {
+		switch {
+		case !c.cut.Load():
+			t.Errorf("%s %d: never cut", c.kind, i)
+		case c.kind == "trickling headers" && c.got != "":
+			t.Errorf("%s %d: the server answered %q; want the connection closed", c.kind, i, c.got)
+		case c.kind == "stalled body":
+			resp, err := http.ReadResponse(bufio.NewReader(strings.NewReader(c.got)), nil)
+			if err != nil {
+				t.Errorf("%s %d: %v in %q", c.kind, i, err, c.got)
+				continue
+			}
+			body, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "send the whole body again") {
+				t.Errorf("%s %d: %d %s; want 400 asking for the whole body", c.kind, i, resp.StatusCode, body)
+			}
+			if strings.Contains(string(body), "127.0.0.1") {
+				t.Errorf("%s %d: the answer names an address: %s", c.kind, i, body)
+			}
+		}
+	}
+}
