@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -13,7 +12,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	evalmeterv1alpha1 "github.com/evalmeter/evalmeter/api/v1alpha1"
 	"github.com/evalmeter/evalmeter/controllers"
@@ -160,14 +158,9 @@ func mustHash(t *testing.T, key string) credential.KeyHash {
 // namespaces. It provisions there, reports a Conflict between two watched
 // namespaces, and leaves other namespaces alone.
 func TestWatchNamespaces(t *testing.T) {
-	assets, err := envtestAssets()
+	env, err := newEnvtest()
 	if err != nil {
 		t.Fatal(err)
-	}
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-		BinaryAssetsDirectory: assets,
 	}
 	cfg, err := env.Start()
 	if err != nil {

@@ -65,15 +65,10 @@ func TestMain(m *testing.M) {
 func runSuite(m *testing.M) int {
 	// Errors only, without stack traces: the outage test makes many.
 	logf.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel), zap.StacktraceLevel(zapcore.PanicLevel)))
-	assets, err := envtestAssets()
+	env, err := newEnvtest()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "envtest binaries:", err)
 		return 1
-	}
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-		BinaryAssetsDirectory: assets,
 	}
 	cfg, err := env.Start()
 	if err != nil {
@@ -177,6 +172,19 @@ func newManager(cfg *rest.Config, db *ledger.Store, namespaces []string) (ctrl.M
 		Resync:   2 * time.Second,
 	}).SetupWithManager(mgr)
 	return mgr, err
+}
+
+// newEnvtest is a kube-apiserver and etcd with the CRD installed.
+func newEnvtest() (*envtest.Environment, error) {
+	assets, err := envtestAssets()
+	if err != nil {
+		return nil, err
+	}
+	return &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join("..", "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+		BinaryAssetsDirectory: assets,
+	}, nil
 }
 
 // envtestAssets is KUBEBUILDER_ASSETS, or the directory hack/envtest.sh

@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -119,7 +118,7 @@ func FuzzHandler(f *testing.F) {
 type fuzzFixture struct {
 	handler                http.Handler
 	key, expiredKey, token string
-	logs                   *resettableLog
+	logs                   *syncBuffer
 	statuses               map[string]map[string][]int // path → method → the statuses the document allows
 	errorCodes             []string
 	contract               *contract.Validator
@@ -141,7 +140,7 @@ func newFuzzFixture(f *testing.F) *fuzzFixture {
 		f.Fatal(err)
 	}
 	now := newClock().Now // never advances: the session stays open
-	fx := &fuzzFixture{logs: &resettableLog{}}
+	fx := &fuzzFixture{logs: &syncBuffer{}}
 	srv, err := server.New(server.Config{Ledger: store, Tokens: tokens, Now: now, Random: rand.Reader,
 		Logger: slog.New(slog.NewJSONHandler(fx.logs, nil))})
 	if err != nil {
@@ -338,28 +337,4 @@ func documentedStatuses() (map[string]map[string][]int, []string, error) {
 		return nil, nil, fmt.Errorf("api/openapi.yaml: %d paths and %d error codes, want 4 and some", len(out), len(codes))
 	}
 	return out, codes, nil
-}
-
-// resettableLog collects one input's log lines.
-type resettableLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *resettableLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *resettableLog) reset() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.buf.Reset()
-}
-
-func (l *resettableLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
 }

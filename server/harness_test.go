@@ -346,6 +346,12 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
+func (b *syncBuffer) reset() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf.Reset()
+}
+
 // idem makes a valid Idempotency-Key from a short name.
 func idem(name string) string { return "test-" + name + strings.Repeat("0", max(0, 16-5-len(name))) }
 
