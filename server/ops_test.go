@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/evalmeter/evalmeter/internal/credential"
+	"github.com/evalmeter/evalmeter/internal/ledger"
 	"github.com/evalmeter/evalmeter/server"
 )
 
@@ -24,7 +27,12 @@ func TestOps(t *testing.T) {
 	e := newEnv(t)
 	registry := prometheus.NewRegistry()
 	tokens, _ := credential.NewTokenSigner(bytes.Repeat([]byte("k"), 32))
-	srv, err := server.New(server.Config{Ledger: e.store, Tokens: tokens, Now: e.clock.Now, Random: rand.Reader,
+	store, err := ledger.Open(t.Context(), e.url, ledger.Options{MaxConns: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	srv, err := server.New(server.Config{Ledger: store, Tokens: tokens, Now: e.clock.Now, Random: rand.Reader,
 		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Registry: registry})
 	if err != nil {
 		t.Fatal(err)
@@ -60,10 +68,20 @@ func TestOps(t *testing.T) {
 		`evalmeter_http_request_duration_seconds_bucket{code="201",route="sessions",le="+Inf"} 2`,
 		"evalmeter_postgres_up 1",
 		"evalmeter_postgres_ping_seconds ",
+		"evalmeter_db_pool_max_connections 3",
+		`evalmeter_db_pool_connections{state="acquired"} 0`,
+		`evalmeter_db_pool_connections{state="idle"} `,
+		"evalmeter_db_pool_empty_acquires_total ",
+		"evalmeter_db_pool_empty_acquire_wait_seconds_total ",
 	} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
+	}
+	// Two session requests took at least two connections each (key, then session).
+	m := regexp.MustCompile(`(?m)^evalmeter_db_pool_acquires_total (\d+)$`).FindStringSubmatch(metrics)
+	if n, err := strconv.Atoi(m[min(1, len(m)-1)]); m == nil || err != nil || n < 4 {
+		t.Errorf("/metrics: pool acquires %v, want 4 or more", m)
 	}
 
 	ops.Drain()

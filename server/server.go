@@ -62,6 +62,9 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := cfg.Registry.Register(newPoolCollector(cfg.Ledger.PoolStat)); err != nil {
+		return nil, err
+	}
 	schema, err := schemaDocument()
 	if err != nil {
 		return nil, err

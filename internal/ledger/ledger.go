@@ -84,6 +84,9 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	return &Store{pool: pool, timeout: timeout}, nil
 }
 
+// PoolStat is a snapshot of the connection pool's statistics.
+func (s *Store) PoolStat() *pgxpool.Stat { return s.pool.Stat() }
+
 // Close waits for connections in use and closes the pool.
 func (s *Store) Close() { s.pool.Close() }
 
