@@ -96,6 +96,7 @@ func (r *ClientAgreementReconciler) provision(ctx context.Context, ca *evalmeter
 		ClientID:       ca.Spec.ClientID,
 		AllocatedHours: int(ca.Spec.AllocatedHours),
 		Source:         "ClientAgreement " + ca.Namespace + "/" + ca.Name,
+		OrderReference: ca.Spec.OrderReference,
 		Holder:         holder(ca),
 	}
 	if ca.Spec.ValidUntil != nil {

@@ -98,6 +98,13 @@ func TestProvision(t *testing.T) {
 		t.Errorf("GET /usage with the Secret's key: %d", status)
 	}
 	event(t, ns, "acme", "Provisioned")
+	var orders []string
+	if err := store.Events(ctx, "acme-provision", time.Time{}, func(e ledger.Event) error {
+		orders = append(orders, e.Kind+" "+e.Source+" "+e.OrderReference)
+		return nil
+	}); err != nil || len(orders) != 1 || orders[0] != "allocation ClientAgreement "+ns+"/acme PO-test" {
+		t.Errorf("credit events %q, %v; want the allocation with the agreement and its order reference", orders, err)
+	}
 	var secret corev1.Secret
 	if err := k8sClient.Get(ctx, objectKey(ns, "acme-api-key"), &secret); err != nil {
 		t.Fatal(err)

@@ -7,19 +7,22 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/evalmeter/evalmeter/internal/credential"
 	"github.com/evalmeter/evalmeter/internal/ledger"
 )
 
-const clientsUsage = `clients grant --client-id ID --hours N [--valid-until RFC3339] [--rotate-key]
-       evalmeter clients show --client-id ID`
+const clientsUsage = `clients grant --client-id ID --hours N [--valid-until RFC3339] [--order-reference REF] [--rotate-key]
+       evalmeter clients show --client-id ID
+       evalmeter clients events --client-id ID [--since TIME] [--output json|csv]
+       evalmeter clients report --month YYYY-MM [--output json|csv]`
 
 // clients provisions clients straight into PostgreSQL, for development and
 // installs without Kubernetes. The operator uses the same ledger calls.
 func clients(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || (args[0] != "grant" && args[0] != "show") {
+	if len(args) == 0 || !slices.Contains([]string{"grant", "show", "events", "report"}, args[0]) {
 		fmt.Fprintf(stderr, "Usage: evalmeter %s\n", clientsUsage)
 		return 2
 	}
@@ -29,11 +32,18 @@ func clients(args []string, stdout, stderr io.Writer) int {
 	hours := fs.Int("hours", -1, "grant: evaluation-hour credits allocated under the written order(s), in all")
 	validUntil := fs.String("valid-until", "", "grant: end of the agreement (RFC 3339); empty for none")
 	rotate := fs.Bool("rotate-key", false, "grant: issue a new API key for an existing client and revoke its others")
+	order := fs.String("order-reference", "", "grant: the written order the allocation is under, kept with its credit event")
+	since := fs.String("since", "", "events: only events at or after this time (RFC 3339 or YYYY-MM-DD, UTC)")
+	month := fs.String("month", "", "report: the calendar month, YYYY-MM (UTC)")
+	output := fs.String("output", "json", "events, report: json or csv")
 	if err := fs.Parse(args[1:]); err != nil || fs.NArg() > 0 {
 		return 2
 	}
-	if *dbURL == "" || *clientID == "" {
+	if *dbURL == "" || *clientID == "" && args[0] != "report" {
 		return failf(stderr, "clients: set --client-id, and DATABASE_URL or --database-url")
+	}
+	if *output != "json" && *output != "csv" {
+		return failf(stderr, "clients %s: --output %q: use json or csv", args[0], *output)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -43,13 +53,18 @@ func clients(args []string, stdout, stderr io.Writer) int {
 	}
 	defer store.Close()
 
-	if args[0] == "show" {
+	switch args[0] {
+	case "show":
 		return showClient(ctx, store, *clientID, stdout, stderr)
+	case "events":
+		return clientEvents(ctx, store, *clientID, *since, *output, stdout, stderr)
+	case "report":
+		return monthlyReport(ctx, store, *month, *output, stdout, stderr)
 	}
 	if *hours < 0 {
 		return failf(stderr, "clients grant: set --hours to the credits allocated in all (0 or more)")
 	}
-	g := ledger.Grant{ClientID: *clientID, AllocatedHours: *hours, Source: "cli"}
+	g := ledger.Grant{ClientID: *clientID, AllocatedHours: *hours, Source: "cli", OrderReference: *order}
 	if *validUntil != "" {
 		t, err := time.Parse(time.RFC3339, *validUntil)
 		if err != nil {

@@ -18,6 +18,7 @@ type Grant struct {
 	AllocatedHours int
 	ValidUntil     *time.Time // nil: no end
 	Source         string     // who provisions it, for the credit events
+	OrderReference string     // the written order, for the credit events
 	// Holder is the ClientAgreement that provisions the client; zero for
 	// `evalmeter clients grant`, which may not change a held client.
 	Holder Holder
@@ -123,8 +124,8 @@ func (s *Store) UpsertClient(ctx context.Context, g Grant, now time.Time) (creat
 			return err
 		}
 		_, err = tx.Exec(ctx, `
-			INSERT INTO credit_events (client_id, at, kind, allocated_delta, source)
-			VALUES ($1, $2, 'allocation', $3, $4)`, g.ClientID, now, g.AllocatedHours-row.allocated, g.Source)
+			INSERT INTO credit_events (client_id, at, kind, allocated_delta, source, order_reference)
+			VALUES ($1, $2, 'allocation', $3, $4, $5)`, g.ClientID, now, g.AllocatedHours-row.allocated, g.Source, nullable(g.OrderReference))
 		return err
 	})
 	return created, err
