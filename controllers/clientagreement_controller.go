@@ -68,6 +68,9 @@ type ClientAgreementReconciler struct {
 func (r *ClientAgreementReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var ca evalmeterv1alpha1.ClientAgreement
 	if err := r.Get(ctx, req.NamespacedName, &ca); err != nil {
+		if apierrors.IsNotFound(err) {
+			forgetAgreement(req.Namespace, req.Name)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !ca.DeletionTimestamp.IsZero() {
@@ -84,7 +87,9 @@ func (r *ClientAgreementReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	result, err := r.provision(ctx, &ca, before)
 	if statusErr := r.writeStatus(ctx, &ca, before); statusErr != nil && err == nil {
 		err = statusErr
+		reconcileErrors.WithLabelValues(reasonKubernetes).Inc()
 	}
+	recordAgreement(&ca)
 	return result, err
 }
 
@@ -133,6 +138,7 @@ func (r *ClientAgreementReconciler) provision(ctx context.Context, ca *evalmeter
 		return r.invalidKey(ca, bad.Error()), nil
 	}
 	if err != nil {
+		reconcileErrors.WithLabelValues(reasonKubernetes).Inc()
 		return ctrl.Result{}, err
 	}
 	err = r.Ledger.SetKey(ctx, grant.ClientID, hash, now)
@@ -232,6 +238,7 @@ func (r *ClientAgreementReconciler) conflict(ca *evalmeterv1alpha1.ClientAgreeme
 	if before.Phase != evalmeterv1alpha1.PhaseConflict {
 		r.Recorder.Eventf(ca, nil, corev1.EventTypeWarning, "Conflict", "Provision", msg)
 	}
+	reconcileErrors.WithLabelValues(reasonConflict).Inc()
 	return ctrl.Result{RequeueAfter: r.Resync}
 }
 
@@ -240,6 +247,7 @@ func (r *ClientAgreementReconciler) conflict(ca *evalmeterv1alpha1.ClientAgreeme
 func (r *ClientAgreementReconciler) invalidKey(ca *evalmeterv1alpha1.ClientAgreement, msg string) ctrl.Result {
 	r.setReady(ca, metav1.ConditionFalse, "InvalidAPIKey", msg)
 	r.Recorder.Eventf(ca, nil, corev1.EventTypeWarning, "InvalidAPIKey", "Provision", msg)
+	reconcileErrors.WithLabelValues(reasonInvalidAPIKey).Inc()
 	return ctrl.Result{}
 }
 
@@ -249,6 +257,7 @@ func (r *ClientAgreementReconciler) ledgerUnavailable(ca *evalmeterv1alpha1.Clie
 	}
 	r.setCondition(ca, evalmeterv1alpha1.ConditionLedgerReachable, metav1.ConditionFalse, "LedgerUnavailable", err.Error())
 	r.setReady(ca, metav1.ConditionFalse, "LedgerUnavailable", "cannot reach the ledger (PostgreSQL); retrying")
+	reconcileErrors.WithLabelValues(reasonLedgerUnavailable).Inc()
 	return ctrl.Result{}, fmt.Errorf("provisioning %s: %w", clientID, err)
 }
 
@@ -360,6 +369,7 @@ func (r *ClientAgreementReconciler) finalize(ctx context.Context, ca *evalmeterv
 			"the keys of client %s are revoked and its sessions ended; its ledger rows are kept", ca.Spec.ClientID)
 	}
 	controllerutil.RemoveFinalizer(ca, Finalizer)
+	forgetAgreement(ca.Namespace, ca.Name)
 	return r.Update(ctx, ca)
 }
 

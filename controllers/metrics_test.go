@@ -1,0 +1,128 @@
+package controllers_test
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	evalmeterv1alpha1 "github.com/evalmeter/evalmeter/api/v1alpha1"
+	"github.com/evalmeter/evalmeter/controllers"
+	"github.com/evalmeter/evalmeter/internal/credential"
+	"github.com/evalmeter/evalmeter/internal/ledger"
+	"github.com/evalmeter/evalmeter/internal/poll"
+)
+
+// TestAgreementMetrics: the per-agreement gauges follow the ledger, errors
+// are counted by reason, and an agreement's series go with it.
+func TestAgreementMetrics(t *testing.T) {
+	ns := namespace(t)
+	ctx := context.Background()
+	end := time.Now().Add(48 * time.Hour).Truncate(time.Second)
+	ca := agreement(ns, "metered", "acme-metrics", 4)
+	ca.Spec.ValidUntil = &metav1.Time{Time: end}
+	if err := k8sClient.Create(ctx, ca); err != nil {
+		t.Fatal(err)
+	}
+	phase(t, ns, "metered", evalmeterv1alpha1.PhaseActive)
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	id, _ := credential.NewSessionID(rand.Reader)
+	if _, _, err := store.OpenSession(ctx, "metrics-session-0001", ledger.Session{ID: id, ClientID: "acme-metrics", IssuedAt: now, ExpiresAt: now.Add(time.Hour), TokenKeyID: "k"}, "test"); err != nil {
+		t.Fatal(err)
+	}
+	labels := map[string]string{"namespace": ns, "name": "metered", "client_id": "acme-metrics"}
+	want := []struct {
+		name  string
+		extra map[string]string
+		value float64
+	}{
+		{"evalmeter_agreement_hours", map[string]string{"kind": "allocated"}, 4},
+		{"evalmeter_agreement_hours", map[string]string{"kind": "consumed"}, 1},
+		{"evalmeter_agreement_hours", map[string]string{"kind": "remaining"}, 3},
+		{"evalmeter_agreement_active_sessions", nil, 1},
+		{"evalmeter_agreement_phase", map[string]string{"phase": "Active"}, 1},
+		{"evalmeter_agreement_phase", map[string]string{"phase": "Exhausted"}, 0},
+		{"evalmeter_agreement_valid_until_timestamp_seconds", nil, float64(end.Unix())},
+	}
+	poll.Until(t, wait, "the agreement's gauges", func() error {
+		for _, w := range want {
+			l := map[string]string{"__name__": w.name}
+			for k, v := range labels {
+				l[k] = v
+			}
+			for k, v := range w.extra {
+				l[k] = v
+			}
+			if got, ok := metricValue(t, l); !ok || got != w.value {
+				return fmt.Errorf("%v = %v (present %v), want %v", l, got, ok, w.value)
+			}
+		}
+		return nil
+	})
+
+	before, _ := metricValue(t, map[string]string{"__name__": "evalmeter_reconcile_errors_total", "reason": "invalid_api_key"})
+	var secret corev1.Secret
+	if err := k8sClient.Get(ctx, objectKey(ns, "metered-api-key"), &secret); err != nil {
+		t.Fatal(err)
+	}
+	secret.Data = map[string][]byte{controllers.APIKeySecretKey: []byte("not-a-key")}
+	if err := k8sClient.Update(ctx, &secret); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, ns, "metered", "InvalidAPIKey", "not an evalmeter API key")
+	if after, _ := metricValue(t, map[string]string{"__name__": "evalmeter_reconcile_errors_total", "reason": "invalid_api_key"}); after <= before {
+		t.Errorf("evalmeter_reconcile_errors_total{reason=invalid_api_key} %v, then %v: not counted", before, after)
+	}
+
+	if err := k8sClient.Delete(ctx, get(t, ns, "metered")); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, wait, "the agreement's series gone", func() error {
+		if v, ok := metricValue(t, map[string]string{"__name__": "evalmeter_agreement_hours", "namespace": ns, "name": "metered", "client_id": "acme-metrics", "kind": "remaining"}); ok {
+			return fmt.Errorf("still exported: %v", v)
+		}
+		return nil
+	})
+}
+
+// metricValue finds the one series of the controller's registry with
+// exactly the labels in want (and the name __name__).
+func metricValue(t *testing.T, want map[string]string) (float64, bool) {
+	t.Helper()
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != want["__name__"] {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if labelsMatch(m.GetLabel(), want) {
+				if m.GetCounter() != nil {
+					return m.GetCounter().GetValue(), true
+				}
+				return m.GetGauge().GetValue(), true
+			}
+		}
+	}
+	return 0, false
+}
+
+func labelsMatch(have []*dto.LabelPair, want map[string]string) bool {
+	if len(have) != len(want)-1 {
+		return false
+	}
+	for _, p := range have {
+		if want[p.GetName()] != p.GetValue() {
+			return false
+		}
+	}
+	return true
+}
