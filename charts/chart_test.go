@@ -359,6 +359,21 @@ func TestDatabaseMaxConns(t *testing.T) {
 	}
 }
 
+// TestLowCreditThreshold: controller.lowCreditThreshold reaches the
+// controller, 0 included.
+func TestLowCreditThreshold(t *testing.T) {
+	for values, want := range map[string]string{`{}`: "2", `{"controller": {"lowCreditThreshold": 0}}`: "0"} {
+		var v map[string]any
+		if err := yaml.Unmarshal([]byte(values), &v); err != nil {
+			t.Fatal(err)
+		}
+		env := envVar(container(t, mustRender(t, v), "evalmeter-controller", "controller"), "EVALMETER_LOW_CREDIT_THRESHOLD")
+		if env == nil || env.Value != want {
+			t.Errorf("%s: EVALMETER_LOW_CREDIT_THRESHOLD %+v, want %s", values, env, want)
+		}
+	}
+}
+
 // TestBundledPostgreSQLConnections: the bundled PostgreSQL's max_connections
 // is postgresql.maxConnections, and the chart refuses to render when the pods
 // could open more connections than that (the sum in values.yaml).

@@ -53,6 +53,9 @@ type ClientAgreementReconciler struct {
 	Random   io.Reader // for API keys
 	// Resync is how often an agreement's ledger figures are refreshed.
 	Resync time.Duration
+	// LowCreditThreshold is the remaining hours at or below which an
+	// agreement without spec.lowCreditThreshold reports LowCredit.
+	LowCreditThreshold int32
 
 	// live reads the API server itself, not the cache (set up by SetupWithManager).
 	live client.Reader
@@ -89,7 +92,7 @@ func (r *ClientAgreementReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		err = statusErr
 		reconcileErrors.WithLabelValues(reasonKubernetes).Inc()
 	}
-	recordAgreement(&ca)
+	recordAgreement(&ca, lowCreditThreshold(&ca, r.LowCreditThreshold))
 	return result, err
 }
 
@@ -183,6 +186,7 @@ func (r *ClientAgreementReconciler) provision(ctx context.Context, ca *evalmeter
 		ca.Status.Phase = evalmeterv1alpha1.PhaseActive
 		r.setReady(ca, metav1.ConditionTrue, "Provisioned", fmt.Sprintf("%d of %d hours remaining", usage.RemainingHours, usage.AllocatedHours))
 	}
+	r.checkCredit(ca, usage)
 	if ca.Status.Phase != before.Phase {
 		switch ca.Status.Phase {
 		case evalmeterv1alpha1.PhaseExpired:
@@ -198,6 +202,30 @@ func (r *ClientAgreementReconciler) provision(ctx context.Context, ca *evalmeter
 		requeue = min(requeue, grant.ValidUntil.Sub(now)+time.Second)
 	}
 	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+// checkCredit sets the LowCredit condition, with a Warning event when it
+// turns true.
+func (r *ClientAgreementReconciler) checkCredit(ca *evalmeterv1alpha1.ClientAgreement, usage ledger.Usage) {
+	threshold := lowCreditThreshold(ca, r.LowCreditThreshold)
+	wasLow := meta.IsStatusConditionTrue(ca.Status.Conditions, evalmeterv1alpha1.ConditionLowCredit)
+	if usage.RemainingHours > int(threshold) {
+		r.setCondition(ca, evalmeterv1alpha1.ConditionLowCredit, metav1.ConditionFalse, "AboveThreshold",
+			fmt.Sprintf("%d hours remain, above the threshold of %d", usage.RemainingHours, threshold))
+		return
+	}
+	msg := fmt.Sprintf("%d of %d hours remain, at or below the threshold of %d", usage.RemainingHours, usage.AllocatedHours, threshold)
+	r.setCondition(ca, evalmeterv1alpha1.ConditionLowCredit, metav1.ConditionTrue, "AtOrBelowThreshold", msg)
+	if !wasLow {
+		r.Recorder.Eventf(ca, nil, corev1.EventTypeWarning, "LowCredit", "Provision", msg)
+	}
+}
+
+func lowCreditThreshold(ca *evalmeterv1alpha1.ClientAgreement, def int32) int32 {
+	if ca.Spec.LowCreditThreshold != nil {
+		return *ca.Spec.LowCreditThreshold
+	}
+	return def
 }
 
 // holder is how the ledger names ca as the holder of its clientID.

@@ -33,6 +33,10 @@ var (
 		Name: "evalmeter_agreement_valid_until_timestamp_seconds",
 		Help: "End of a ClientAgreement (spec.validUntil), in Unix seconds; absent when it has none.",
 	}, agreementLabels)
+	agreementThreshold = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "evalmeter_agreement_low_credit_threshold_hours",
+		Help: "Remaining hours at or below which a ClientAgreement reports LowCredit.",
+	}, agreementLabels)
 	reconcileErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "evalmeter_reconcile_errors_total",
 		Help: "ClientAgreement reconciles that did not provision, by reason.",
@@ -53,14 +57,14 @@ var phases = []evalmeterv1alpha1.Phase{
 }
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(agreementHours, agreementActiveSessions, agreementPhase, agreementValidUntil, reconcileErrors)
+	ctrlmetrics.Registry.MustRegister(agreementHours, agreementActiveSessions, agreementPhase, agreementValidUntil, agreementThreshold, reconcileErrors)
 	for _, r := range []string{reasonLedgerUnavailable, reasonInvalidAPIKey, reasonConflict, reasonKubernetes} {
 		reconcileErrors.WithLabelValues(r) // present at 0, so rate() sees the first error
 	}
 }
 
 // recordAgreement publishes an agreement's figures from its status.
-func recordAgreement(ca *evalmeterv1alpha1.ClientAgreement) {
+func recordAgreement(ca *evalmeterv1alpha1.ClientAgreement, threshold int32) {
 	l := prometheus.Labels{"namespace": ca.Namespace, "name": ca.Name, "client_id": ca.Spec.ClientID}
 	for _, p := range phases {
 		v := 0.0
@@ -76,6 +80,7 @@ func recordAgreement(ca *evalmeterv1alpha1.ClientAgreement) {
 	agreementHours.With(with(l, "kind", "consumed")).Set(float64(ca.Status.ConsumedHours))
 	agreementHours.With(with(l, "kind", "remaining")).Set(float64(ca.Status.RemainingHours))
 	agreementActiveSessions.With(l).Set(float64(ca.Status.ActiveSessions))
+	agreementThreshold.With(l).Set(float64(threshold))
 	if ca.Spec.ValidUntil != nil {
 		agreementValidUntil.With(l).Set(float64(ca.Spec.ValidUntil.Unix()))
 	} else {
@@ -90,6 +95,7 @@ func forgetAgreement(namespace, name string) {
 	agreementActiveSessions.DeletePartialMatch(l)
 	agreementPhase.DeletePartialMatch(l)
 	agreementValidUntil.DeletePartialMatch(l)
+	agreementThreshold.DeletePartialMatch(l)
 }
 
 func with(l prometheus.Labels, k, v string) prometheus.Labels {

@@ -9,7 +9,9 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	evalmeterv1alpha1 "github.com/evalmeter/evalmeter/api/v1alpha1"
@@ -125,4 +127,65 @@ func labelsMatch(have []*dto.LabelPair, want map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// TestLowCredit: an agreement whose remaining hours reach its threshold
+// reports LowCredit with a Warning event, and the gauges carry the
+// threshold; the controller's default (1 in the suite) applies without one.
+func TestLowCredit(t *testing.T) {
+	ns := namespace(t)
+	ctx := context.Background()
+	own := agreement(ns, "own", "acme-low-own", 4)
+	own.Spec.LowCreditThreshold = ptr.To(int32(2))
+	for _, ca := range []*evalmeterv1alpha1.ClientAgreement{own, agreement(ns, "default", "acme-low-default", 4)} {
+		if err := k8sClient.Create(ctx, ca); err != nil {
+			t.Fatal(err)
+		}
+		ca := phase(t, ns, ca.Name, evalmeterv1alpha1.PhaseActive)
+		if c := meta.FindStatusCondition(ca.Status.Conditions, evalmeterv1alpha1.ConditionLowCredit); c == nil || c.Status != metav1.ConditionFalse {
+			t.Errorf("%s with all its credit: LowCredit %+v", ca.Name, c)
+		}
+	}
+	spent := 0
+	spend := func(clientID string, n int) {
+		for range n {
+			spent++
+			i := spent
+			now := time.Now().UTC().Truncate(time.Microsecond)
+			id, _ := credential.NewSessionID(rand.Reader)
+			if _, _, err := store.OpenSession(ctx, fmt.Sprintf("low-credit-%s-%04d", clientID, i), ledger.Session{ID: id, ClientID: clientID, IssuedAt: now, ExpiresAt: now.Add(time.Hour), TokenKeyID: "k"}, "test"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	spend("acme-low-own", 2)     // 2 left: at its threshold of 2
+	spend("acme-low-default", 2) // 2 left: above the default of 1
+	lowCredit := func(name string, want metav1.ConditionStatus) {
+		t.Helper()
+		poll.Until(t, wait, name+" LowCredit "+string(want), func() error {
+			c := meta.FindStatusCondition(get(t, ns, name).Status.Conditions, evalmeterv1alpha1.ConditionLowCredit)
+			if c == nil || c.Status != want {
+				return fmt.Errorf("%+v", c)
+			}
+			return nil
+		})
+	}
+	lowCredit("own", metav1.ConditionTrue)
+	event(t, ns, "own", "LowCredit")
+	poll.Until(t, wait, "default: 2 remaining", func() error {
+		if r := get(t, ns, "default").Status.RemainingHours; r != 2 {
+			return fmt.Errorf("remaining %d", r)
+		}
+		return nil
+	})
+	lowCredit("default", metav1.ConditionFalse)
+	spend("acme-low-default", 1)
+	lowCredit("default", metav1.ConditionTrue)
+
+	for name, want := range map[string]float64{"own": 2, "default": 1} {
+		l := map[string]string{"__name__": "evalmeter_agreement_low_credit_threshold_hours", "namespace": ns, "name": name, "client_id": "acme-low-" + name}
+		if got, ok := metricValue(t, l); !ok || got != want {
+			t.Errorf("%s: threshold gauge %v (present %v), want %v", name, got, ok, want)
+		}
+	}
 }

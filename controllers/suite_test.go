@@ -170,6 +170,8 @@ func newManager(cfg *rest.Config, db *ledger.Store, namespaces []string) (ctrl.M
 		Now:      time.Now,
 		Random:   rand.Reader,
 		Resync:   2 * time.Second,
+
+		LowCreditThreshold: 1,
 	}).SetupWithManager(mgr)
 	return mgr, err
 }

@@ -30,6 +30,14 @@ type ClientAgreementSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=256
 	OrderReference string `json:"orderReference,omitempty"`
+
+	// lowCreditThreshold is the remaining hours at or below which the
+	// agreement reports LowCredit, with a Warning event and the metric that
+	// drives the chart's alert. Absent, the controller's default applies
+	// (--low-credit-threshold).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	LowCreditThreshold *int32 `json:"lowCreditThreshold,omitempty"`
 }
 
 // Phase is the state of an agreement at a glance.
@@ -58,6 +66,9 @@ const (
 	ConditionReady = "Ready"
 	// ConditionLedgerReachable is false while PostgreSQL cannot be reached.
 	ConditionLedgerReachable = "LedgerReachable"
+	// ConditionLowCredit is true while the remaining hours are at or below
+	// the agreement's low-credit threshold.
+	ConditionLowCredit = "LowCredit"
 )
 
 // ClientAgreementStatus is what the operator observed last.

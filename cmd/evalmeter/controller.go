@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -32,6 +33,8 @@ func runController(args []string, stderr io.Writer) int {
 	resync := fs.Duration("resync", time.Minute, "how often each agreement's ledger figures are refreshed")
 	dbTimeout := fs.Duration("db-timeout", ledger.DefaultTimeout, "bound on every database statement")
 	maxConns := fs.String("db-max-conns", envOr("EVALMETER_DB_MAX_CONNS", "5"), maxConnsUsage)
+	lowCredit := fs.String("low-credit-threshold", envOr("EVALMETER_LOW_CREDIT_THRESHOLD", "2"),
+		"remaining hours at or below which an agreement without spec.lowCreditThreshold reports LowCredit (env EVALMETER_LOW_CREDIT_THRESHOLD)")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
 	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
@@ -44,10 +47,15 @@ func runController(args []string, stderr io.Writer) int {
 	if err != nil {
 		return failf(stderr, "controller: %v", err)
 	}
+	threshold, err := strconv.ParseInt(*lowCredit, 10, 32)
+	if err != nil || threshold < 0 {
+		return failf(stderr, "controller: --low-credit-threshold %q: use a whole number of hours, 0 or more", *lowCredit)
+	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts), zap.WriteTo(stderr)))
 	if err := controller(ctrl.SetupSignalHandler(), controllerConfig{
 		databaseURL: *dbURL, metricsAddr: *metricsAddr, probeAddr: *probeAddr, leaderElect: *leaderElect,
 		namespaces: *namespaces, resync: *resync, dbTimeout: *dbTimeout, dbMaxConns: dbMaxConns,
+		lowCreditThreshold: int32(threshold),
 	}); err != nil {
 		ctrl.Log.Error(err, "controller stopped")
 		return 1
@@ -60,7 +68,7 @@ type controllerConfig struct {
 	leaderElect                         bool
 	namespaces                          string
 	resync, dbTimeout                   time.Duration
-	dbMaxConns                          int32
+	dbMaxConns, lowCreditThreshold      int32
 }
 
 func controller(ctx context.Context, cfg controllerConfig) error {
@@ -111,6 +119,8 @@ func controller(ctx context.Context, cfg controllerConfig) error {
 		Now:      time.Now,
 		Random:   rand.Reader,
 		Resync:   cfg.resync,
+
+		LowCreditThreshold: cfg.lowCreditThreshold,
 	}).SetupWithManager(mgr); err != nil {
 		return err
 	}
