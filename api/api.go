@@ -20,3 +20,9 @@ var MetricsRequestSchema []byte
 //
 //go:embed openapi.yaml
 var OpenAPI []byte
+
+// LowCreditHeader is set on a usage answer when the client's remaining hours
+// are at or below the low-credit threshold its operator set, as an RFC 8941
+// dictionary: "remaining=1, threshold=2". The usage body is closed (spec
+// §2.4), so the warning travels in a header.
+const LowCreditHeader = "Evalmeter-Low-Credit"

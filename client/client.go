@@ -29,6 +29,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/evalmeter/evalmeter/api"
 	"github.com/evalmeter/evalmeter/internal/metrics"
 )
 
@@ -125,6 +126,9 @@ type Usage struct {
 	RemainingHours int    `json:"remaining_hours"`
 	ActiveSessions int    `json:"active_sessions"`
 	Metering       string `json:"metering"`
+	// LowCreditThreshold is set when the remaining hours are at or below
+	// the threshold the operator set for this client: time to ask for more.
+	LowCreditThreshold *int `json:"-"`
 }
 
 // Metrics is the metrics result (specification §2.6).
@@ -142,21 +146,28 @@ type MetricsResult struct {
 
 // Schema returns the schema document (specification §2.2). It spends no credit.
 func (c *Client) Schema(ctx context.Context) (json.RawMessage, error) {
-	body, err := c.do(ctx, http.MethodGet, "/schema", c.apiKey, "", nil, http.StatusOK)
-	return json.RawMessage(body), err
+	resp, err := c.do(ctx, http.MethodGet, "/schema", c.apiKey, "", nil, http.StatusOK)
+	if err != nil {
+		return nil, err
+	}
+	return json.RawMessage(resp.body), nil
 }
 
 // Usage returns the client's credit figures. It spends no credit.
 func (c *Client) Usage(ctx context.Context) (*Usage, error) {
-	body, err := c.do(ctx, http.MethodGet, "/usage", c.apiKey, "", nil, http.StatusOK)
+	resp, err := c.do(ctx, http.MethodGet, "/usage", c.apiKey, "", nil, http.StatusOK)
 	if err != nil {
 		return nil, err
 	}
 	var env struct {
 		Usage *Usage `json:"usage"`
 	}
-	if err := decode(body, &env); err != nil || env.Usage == nil {
+	if err := decode(resp.body, &env); err != nil || env.Usage == nil {
 		return nil, fmt.Errorf("usage: unexpected answer from %s: %v", c.base, err)
+	}
+	var remaining, threshold int
+	if _, err := fmt.Sscanf(resp.header.Get(api.LowCreditHeader), "remaining=%d, threshold=%d", &remaining, &threshold); err == nil {
+		env.Usage.LowCreditThreshold = &threshold
 	}
 	return env.Usage, nil
 }
@@ -166,7 +177,7 @@ func (c *Client) Usage(ctx context.Context) (*Usage, error) {
 // session without spending another credit, so keep the key until the answer
 // has arrived.
 func (c *Client) OpenSession(ctx context.Context, idempotencyKey string) (*Session, error) {
-	body, err := c.do(ctx, http.MethodPost, "/sessions", c.apiKey, idempotencyKey, nil, http.StatusCreated)
+	resp, err := c.do(ctx, http.MethodPost, "/sessions", c.apiKey, idempotencyKey, nil, http.StatusCreated)
 	if err != nil {
 		return nil, err
 	}
@@ -174,7 +185,7 @@ func (c *Client) OpenSession(ctx context.Context, idempotencyKey string) (*Sessi
 		Session *Session `json:"session"`
 		Replay  bool     `json:"idempotent_replay"`
 	}
-	if err := decode(body, &env); err != nil || env.Session == nil || env.Session.Token == "" {
+	if err := decode(resp.body, &env); err != nil || env.Session == nil || env.Session.Token == "" {
 		return nil, fmt.Errorf("sessions: unexpected answer from %s: %v", c.base, err)
 	}
 	env.Session.Replay = env.Replay
@@ -184,7 +195,7 @@ func (c *Client) OpenSession(ctx context.Context, idempotencyKey string) (*Sessi
 // PostMetrics posts a metrics request (specification §2.5) with a session's
 // token. The same idempotencyKey with the same request replays the result.
 func (c *Client) PostMetrics(ctx context.Context, token, idempotencyKey string, request []byte) (*MetricsResult, error) {
-	body, err := c.do(ctx, http.MethodPost, "/metrics", token, idempotencyKey, request, http.StatusOK)
+	resp, err := c.do(ctx, http.MethodPost, "/metrics", token, idempotencyKey, request, http.StatusOK)
 	if err != nil {
 		return nil, err
 	}
@@ -192,10 +203,10 @@ func (c *Client) PostMetrics(ctx context.Context, token, idempotencyKey string, 
 		Metrics *Metrics `json:"metrics"`
 		Replay  bool     `json:"idempotent_replay"`
 	}
-	if err := decode(body, &env); err != nil || env.Metrics == nil {
+	if err := decode(resp.body, &env); err != nil || env.Metrics == nil {
 		return nil, fmt.Errorf("metrics: unexpected answer from %s: %v", c.base, err)
 	}
-	return &MetricsResult{Metrics: *env.Metrics, Replay: env.Replay, Body: body}, nil
+	return &MetricsResult{Metrics: *env.Metrics, Replay: env.Replay, Body: resp.body}, nil
 }
 
 // NewIdempotencyKey returns a random key for an operation that must happen once.
@@ -212,7 +223,13 @@ func decode(body []byte, v any) error {
 
 // do sends one operation, retrying per c.Retry, and returns the body of the
 // wanted status or an error: *Error for an answer of the service.
-func (c *Client) do(ctx context.Context, method, path, bearer, idemKey string, body []byte, want int) ([]byte, error) {
+// response is an answer with the wanted status.
+type response struct {
+	body   []byte
+	header http.Header
+}
+
+func (c *Client) do(ctx context.Context, method, path, bearer, idemKey string, body []byte, want int) (*response, error) {
 	policy := c.Retry
 	if policy.Attempts < 1 {
 		policy.Attempts = 1
@@ -248,7 +265,7 @@ func (c *Client) do(ctx context.Context, method, path, bearer, idemKey string, b
 	}
 }
 
-func (c *Client) once(ctx context.Context, method, path, bearer, idemKey string, body []byte, want int) ([]byte, error) {
+func (c *Client) once(ctx context.Context, method, path, bearer, idemKey string, body []byte, want int) (*response, error) {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
@@ -282,7 +299,7 @@ func (c *Client) once(ctx context.Context, method, path, bearer, idemKey string,
 		return nil, fmt.Errorf("%s %s: the answer is larger than %d bytes", method, path, maxResponseBytes)
 	}
 	if resp.StatusCode == want {
-		return data, nil
+		return &response{body: data, header: resp.Header}, nil
 	}
 	return nil, newError(resp, data)
 }

@@ -107,6 +107,8 @@ func (r *ClientAgreementReconciler) provision(ctx context.Context, ca *evalmeter
 		OrderReference: ca.Spec.OrderReference,
 		Holder:         holder(ca),
 	}
+	threshold := int(lowCreditThreshold(ca, r.LowCreditThreshold))
+	grant.LowCreditThreshold = &threshold
 	if ca.Spec.ValidUntil != nil {
 		t := ca.Spec.ValidUntil.Time
 		grant.ValidUntil = &t

@@ -182,6 +182,12 @@ func TestLowCredit(t *testing.T) {
 	spend("acme-low-default", 1)
 	lowCredit("default", metav1.ConditionTrue)
 
+	// The ledger holds the threshold, for the customer's usage header.
+	for clientID, want := range map[string]int{"acme-low-own": 2, "acme-low-default": 1} {
+		if u, err := store.Usage(ctx, clientID, time.Now()); err != nil || u.LowCreditThreshold == nil || *u.LowCreditThreshold != want {
+			t.Errorf("%s: ledger threshold %v, %v; want %d", clientID, u.LowCreditThreshold, err, want)
+		}
+	}
 	for name, want := range map[string]float64{"own": 2, "default": 1} {
 		l := map[string]string{"__name__": "evalmeter_agreement_low_credit_threshold_hours", "namespace": ns, "name": name, "client_id": "acme-low-" + name}
 		if got, ok := metricValue(t, l); !ok || got != want {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/evalmeter/evalmeter/api"
 	"github.com/evalmeter/evalmeter/internal/credential"
 	"github.com/evalmeter/evalmeter/internal/ledger"
 	"github.com/evalmeter/evalmeter/internal/metrics"
@@ -44,6 +45,10 @@ func (s *Server) getUsage(w http.ResponseWriter, r *http.Request) error {
 	u, err := s.ledger.Usage(r.Context(), client.ID, s.now())
 	if err != nil {
 		return err
+	}
+	// The usage body is closed (spec §2.4): the warning travels in a header.
+	if u.LowCredit() {
+		w.Header().Set(api.LowCreditHeader, fmt.Sprintf("remaining=%d, threshold=%d", u.RemainingHours, *u.LowCreditThreshold))
 	}
 	return respond(w, http.StatusOK, map[string]any{"usage": usageBody{
 		ClientID:       u.ClientID,

@@ -65,3 +65,36 @@ func TestRevocationEndsSessions(t *testing.T) {
 		t.Errorf("usage %+v: want no active session, 2 consumed", u)
 	}
 }
+
+// TestLowCreditHeader: usage carries the low-credit warning in a header
+// (the body is closed) once the remaining hours reach the threshold, and
+// never for a client without one.
+func TestLowCreditHeader(t *testing.T) {
+	e := newEnv(t)
+	a := e.api()
+	ctx := context.Background()
+	two := 2
+	key := e.grant("acme", 3, nil)
+	if _, err := e.store.UpsertClient(ctx, ledger.Grant{ClientID: "acme", AllocatedHours: 3, Source: "test", LowCreditThreshold: &two}, e.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	other := e.grant("other", 1, nil)
+	usage := func(key string) string {
+		r := a.do(request{method: "GET", path: "/api/svc/v1/usage", bearer: key})
+		if r.status != http.StatusOK {
+			t.Fatalf("usage: %d %s", r.status, r.body)
+		}
+		return r.header.Get("Evalmeter-Low-Credit")
+	}
+	if h := usage(key); h != "" {
+		t.Errorf("3 of 3 left: header %q, want none", h)
+	}
+	a.mustOpenSession(key, idem("one"))
+	if h := usage(key); h != "remaining=2, threshold=2" {
+		t.Errorf("2 of 3 left: header %q, want remaining=2, threshold=2", h)
+	}
+	a.mustOpenSession(other, idem("other"))
+	if h := usage(other); h != "" {
+		t.Errorf("a client without a threshold, none left: header %q, want none", h)
+	}
+}

@@ -14,7 +14,7 @@ import (
 	"github.com/evalmeter/evalmeter/internal/ledger"
 )
 
-const clientsUsage = `clients grant --client-id ID --hours N [--valid-until RFC3339] [--order-reference REF] [--rotate-key]
+const clientsUsage = `clients grant --client-id ID --hours N [--valid-until RFC3339] [--order-reference REF] [--low-credit-threshold N] [--rotate-key]
        evalmeter clients show --client-id ID
        evalmeter clients events --client-id ID [--since TIME] [--output json|csv]
        evalmeter clients report --month YYYY-MM [--output json|csv]`
@@ -33,6 +33,7 @@ func clients(args []string, stdout, stderr io.Writer) int {
 	validUntil := fs.String("valid-until", "", "grant: end of the agreement (RFC 3339); empty for none")
 	rotate := fs.Bool("rotate-key", false, "grant: issue a new API key for an existing client and revoke its others")
 	order := fs.String("order-reference", "", "grant: the written order the allocation is under, kept with its credit event")
+	lowCredit := fs.Int("low-credit-threshold", -1, "grant: warn the client (a header on usage) at or below this many remaining hours; -1 for never")
 	since := fs.String("since", "", "events: only events at or after this time (RFC 3339 or YYYY-MM-DD, UTC)")
 	month := fs.String("month", "", "report: the calendar month, YYYY-MM (UTC)")
 	output := fs.String("output", "json", "events, report: json or csv")
@@ -65,6 +66,9 @@ func clients(args []string, stdout, stderr io.Writer) int {
 		return failf(stderr, "clients grant: set --hours to the credits allocated in all (0 or more)")
 	}
 	g := ledger.Grant{ClientID: *clientID, AllocatedHours: *hours, Source: "cli", OrderReference: *order}
+	if *lowCredit >= 0 {
+		g.LowCreditThreshold = lowCredit
+	}
 	if *validUntil != "" {
 		t, err := time.Parse(time.RFC3339, *validUntil)
 		if err != nil {

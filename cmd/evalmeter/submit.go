@@ -284,6 +284,7 @@ func (s *submitter) session(ctx context.Context) (*cachedSession, error) {
 				return nil, fmt.Errorf("client %s has no evaluation-hour credit left (%d of %d used); ask your operator for more", u.ClientID, u.ConsumedHours, u.AllocatedHours)
 			}
 			fmt.Fprintf(s.stderr, "evalmeter submit: opening a session: 1 evaluation-hour credit of the %d that client %s has left\n", u.RemainingHours, u.ClientID)
+			warnLowCredit(s.stderr, "submit", u)
 			// The key is on disk before the request: if this run dies before
 			// the answer, the next one replays the opening instead of paying again.
 			e = &cacheEntry{BaseURL: s.client.BaseURL(), PendingKey: client.NewIdempotencyKey()}
@@ -414,6 +415,7 @@ func usageCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "evalmeter usage: %s\n", describe(err))
 		return 1
 	}
+	warnLowCredit(stderr, "usage", u)
 	if *output == "json" {
 		json.NewEncoder(stdout).Encode(map[string]any{"usage": u})
 		return 0
@@ -421,4 +423,13 @@ func usageCmd(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "client %s: %d of %d evaluation-hour credits left (%d consumed), %d sessions open\n",
 		u.ClientID, u.RemainingHours, u.AllocatedHours, u.ConsumedHours, u.ActiveSessions)
 	return 0
+}
+
+// warnLowCredit tells the customer, on stderr, that the operator's
+// low-credit threshold is reached.
+func warnLowCredit(stderr io.Writer, command string, u *client.Usage) {
+	if u.LowCreditThreshold != nil {
+		fmt.Fprintf(stderr, "evalmeter %s: warning: client %s has %d evaluation-hour credits left, at or below its low-credit threshold of %d; ask your operator for more\n",
+			command, u.ClientID, u.RemainingHours, *u.LowCreditThreshold)
+	}
 }

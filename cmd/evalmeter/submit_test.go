@@ -410,3 +410,25 @@ func TestSubmitSplit(t *testing.T) {
 		t.Errorf("1100 cases without --split: %d\n%s", status, stderr)
 	}
 }
+
+// TestUsageLowCredit: at or below the threshold the operator set, usage and
+// submit warn the customer.
+func TestUsageLowCredit(t *testing.T) {
+	a := startAPI(t, pgtest.NewDatabase(t), strings.Repeat("s", 32))
+	status, stdout, stderr := evalmeter(t, "clients", "grant", "--database-url", a.dbURL, "--client-id", "acme", "--hours", "3", "--low-credit-threshold", "2")
+	if status != 0 {
+		t.Fatalf("grant: %d %s", status, stderr)
+	}
+	t.Setenv(EnvAPIKey, strings.TrimSpace(stdout))
+	if status, _, stderr := evalmeter(t, "usage", "--url", a.url); status != 0 || strings.Contains(stderr, "warning") {
+		t.Errorf("usage with 3 of 3 left: %d %q, want no warning", status, stderr)
+	}
+	cache := filepath.Join(t.TempDir(), "sessions.json")
+	if status, _, stderr := evalmeter(t, "submit", "--url", a.url, "--cache-file", cache, writeRequest(t, "r1", "pass")); status != 0 {
+		t.Fatalf("submit: %d %s", status, stderr)
+	}
+	status, _, stderr = evalmeter(t, "usage", "--url", a.url)
+	if want := "client acme has 2 evaluation-hour credits left, at or below its low-credit threshold of 2"; status != 0 || !strings.Contains(stderr, want) {
+		t.Errorf("usage with 2 of 3 left: %d %q, want %q", status, stderr, want)
+	}
+}

@@ -19,6 +19,9 @@ type Grant struct {
 	ValidUntil     *time.Time // nil: no end
 	Source         string     // who provisions it, for the credit events
 	OrderReference string     // the written order, for the credit events
+	// LowCreditThreshold is the remaining hours at or below which the
+	// client is warned; nil: never.
+	LowCreditThreshold *int
 	// Holder is the ClientAgreement that provisions the client; zero for
 	// `evalmeter clients grant`, which may not change a held client.
 	Holder Holder
@@ -49,6 +52,9 @@ var clientIDPattern = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 func (g Grant) Validate() error {
 	if !clientIDPattern.MatchString(g.ClientID) {
 		return fmt.Errorf("%w client id %q: use 1 to 63 lowercase letters, digits or '-', starting and ending with a letter or digit", ErrInvalid, g.ClientID)
+	}
+	if g.LowCreditThreshold != nil && *g.LowCreditThreshold < 0 {
+		return fmt.Errorf("%w low-credit threshold %d: must be 0 or more", ErrInvalid, *g.LowCreditThreshold)
 	}
 	if g.AllocatedHours < 0 {
 		return fmt.Errorf("%w allocated hours %d: must be 0 or more", ErrInvalid, g.AllocatedHours)
@@ -81,6 +87,14 @@ type Usage struct {
 	ConsumedHours  int
 	RemainingHours int // never negative, even after an allocation is lowered
 	ActiveSessions int
+	// LowCreditThreshold is the client's warning threshold; nil: none.
+	LowCreditThreshold *int
+}
+
+// LowCredit reports whether the remaining hours are at or below the
+// client's low-credit threshold.
+func (u Usage) LowCredit() bool {
+	return u.LowCreditThreshold != nil && u.RemainingHours <= *u.LowCreditThreshold
 }
 
 // UpsertClient creates the client or updates its allocation and validity,
@@ -112,13 +126,13 @@ func (s *Store) UpsertClient(ctx context.Context, g Grant, now time.Time) (creat
 		if !row.found {
 			created = true
 			_, err = tx.Exec(ctx, `
-				INSERT INTO clients (client_id, allocated_hours, valid_until, source, holder_uid, holder_name, created_at, updated_at)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $7)`, g.ClientID, g.AllocatedHours, g.ValidUntil, g.Source, holderUID, holderName, now)
+				INSERT INTO clients (client_id, allocated_hours, valid_until, source, holder_uid, holder_name, low_credit_threshold, created_at, updated_at)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)`, g.ClientID, g.AllocatedHours, g.ValidUntil, g.Source, holderUID, holderName, g.LowCreditThreshold, now)
 		} else {
 			_, err = tx.Exec(ctx, `
 				UPDATE clients SET allocated_hours = $2, valid_until = $3, source = $4,
-				       holder_uid = $5, holder_name = $6, updated_at = $7
-				WHERE client_id = $1`, g.ClientID, g.AllocatedHours, g.ValidUntil, g.Source, holderUID, holderName, now)
+				       holder_uid = $5, holder_name = $6, low_credit_threshold = $7, updated_at = $8
+				WHERE client_id = $1`, g.ClientID, g.AllocatedHours, g.ValidUntil, g.Source, holderUID, holderName, g.LowCreditThreshold, now)
 		}
 		if err != nil || g.AllocatedHours == row.allocated && !created {
 			return err
@@ -138,16 +152,17 @@ type clientRow struct {
 	validUntil *time.Time
 	source     string
 	holder     Holder
+	threshold  *int
 }
 
 func readClientRow(ctx context.Context, q querier, clientID string, lock bool) (clientRow, error) {
-	sql := `SELECT allocated_hours, valid_until, source, coalesce(holder_uid, ''), coalesce(holder_name, '')
+	sql := `SELECT allocated_hours, valid_until, source, coalesce(holder_uid, ''), coalesce(holder_name, ''), low_credit_threshold
 		FROM clients WHERE client_id = $1`
 	if lock {
 		sql += ` FOR UPDATE`
 	}
 	r := clientRow{found: true}
-	err := q.QueryRow(ctx, sql, clientID).Scan(&r.allocated, &r.validUntil, &r.source, &r.holder.UID, &r.holder.Name)
+	err := q.QueryRow(ctx, sql, clientID).Scan(&r.allocated, &r.validUntil, &r.source, &r.holder.UID, &r.holder.Name, &r.threshold)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return clientRow{}, nil
 	}
@@ -180,7 +195,9 @@ func (r clientRow) writableBy(g Grant) error {
 func (r clientRow) same(g Grant) bool {
 	sameEnd := r.validUntil == nil && g.ValidUntil == nil ||
 		r.validUntil != nil && g.ValidUntil != nil && r.validUntil.Equal(g.ValidUntil.Truncate(time.Microsecond))
-	return r.allocated == g.AllocatedHours && sameEnd && r.source == g.Source &&
+	sameThreshold := r.threshold == nil && g.LowCreditThreshold == nil ||
+		r.threshold != nil && g.LowCreditThreshold != nil && *r.threshold == *g.LowCreditThreshold
+	return r.allocated == g.AllocatedHours && sameEnd && sameThreshold && r.source == g.Source &&
 		r.holder.UID == g.Holder.UID && r.holder.Name == g.Holder.Name
 }
 
@@ -313,9 +330,10 @@ func (s *Store) Usage(ctx context.Context, clientID string, now time.Time) (Usag
 	u := Usage{ClientID: clientID}
 	err := s.pool.QueryRow(ctx, `
 		SELECT allocated_hours, consumed_hours,
-		       (SELECT count(*) FROM sessions WHERE client_id = $1 AND expires_at > $2 AND ended_at IS NULL)
+		       (SELECT count(*) FROM sessions WHERE client_id = $1 AND expires_at > $2 AND ended_at IS NULL),
+		       low_credit_threshold
 		FROM clients WHERE client_id = $1`, clientID, now).
-		Scan(&u.AllocatedHours, &u.ConsumedHours, &u.ActiveSessions)
+		Scan(&u.AllocatedHours, &u.ConsumedHours, &u.ActiveSessions, &u.LowCreditThreshold)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Usage{}, ErrNotFound
 	}
