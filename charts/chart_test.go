@@ -75,12 +75,12 @@ var valueSets = map[string]map[string]any{
 		"imagePullSecrets": []any{map[string]any{"name": "registry"}},
 		"tokenSecret":      map[string]any{"existingSecret": "evalmeter-token", "existingSecretKey": "key", "previousExistingSecret": "evalmeter-token-1"},
 		"database":         map[string]any{"existingSecret": "evalmeter-database", "maxConns": 8},
-		"api": map[string]any{
+		"api": withExtras(map[string]any{
 			"tlsSecret":   "evalmeter-tls",
 			"autoscaling": map[string]any{"enabled": true, "maxReplicas": 6},
 			"service":     map[string]any{"type": "LoadBalancer", "port": 443},
-		},
-		"controller": map[string]any{"watchNamespaces": []any{"team-a", "team-b"}},
+		}),
+		"controller": withExtras(map[string]any{"watchNamespaces": []any{"team-a", "team-b"}}),
 	},
 	"minimal": {
 		"crds":          map[string]any{"create": false},
@@ -271,7 +271,7 @@ func container(t *testing.T, objs []*unstructured.Unstructured, deployment, name
 	t.Helper()
 	var d appsv1.Deployment
 	object(t, objs, "Deployment", deployment, &d)
-	for _, c := range d.Spec.Template.Spec.Containers {
+	for _, c := range append(d.Spec.Template.Spec.Containers, d.Spec.Template.Spec.InitContainers...) {
 		if c.Name == name {
 			return c
 		}
@@ -354,6 +354,42 @@ func TestDatabaseMaxConns(t *testing.T) {
 			env := envVar(container(t, objs, deployment, name), "EVALMETER_DB_MAX_CONNS")
 			if env == nil || env.Value != want {
 				t.Errorf("%s: %s has EVALMETER_DB_MAX_CONNS %+v, want %s", values, name, env, want)
+			}
+		}
+	}
+}
+
+// withExtras adds to a component's values what an OpenTelemetry setup and
+// a database CA need: an annotation, environment, a volume and its mount.
+func withExtras(v map[string]any) map[string]any {
+	v["podAnnotations"] = map[string]any{"example.com/traced": "true"}
+	v["extraEnv"] = []any{map[string]any{"name": "OTEL_EXPORTER_OTLP_ENDPOINT", "value": "http://otel-collector:4317"}}
+	v["extraVolumes"] = []any{map[string]any{"name": "db-ca", "configMap": map[string]any{"name": "db-ca"}}}
+	v["extraVolumeMounts"] = []any{map[string]any{"name": "db-ca", "mountPath": "/etc/evalmeter/db-ca", "readOnly": true}}
+	return v
+}
+
+// TestExtras: podAnnotations, extraEnv, extraVolumes and extraVolumeMounts
+// reach the API (its migrations too) and the controller.
+func TestExtras(t *testing.T) {
+	objs := mustRender(t, map[string]any{"api": withExtras(map[string]any{}), "controller": withExtras(map[string]any{})})
+	for deployment, containers := range map[string][]string{"evalmeter-api": {"api", "migrate"}, "evalmeter-controller": {"controller"}} {
+		var d appsv1.Deployment
+		object(t, objs, "Deployment", deployment, &d)
+		pod := d.Spec.Template
+		if pod.Annotations["example.com/traced"] != "true" {
+			t.Errorf("%s: pod annotations %v", deployment, pod.Annotations)
+		}
+		if !slices.ContainsFunc(pod.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == "db-ca" && v.ConfigMap != nil }) {
+			t.Errorf("%s: volumes %v lack db-ca", deployment, pod.Spec.Volumes)
+		}
+		for _, name := range containers {
+			c := container(t, objs, deployment, name)
+			if env := envVar(c, "OTEL_EXPORTER_OTLP_ENDPOINT"); env == nil || env.Value != "http://otel-collector:4317" {
+				t.Errorf("%s/%s: OTEL_EXPORTER_OTLP_ENDPOINT %+v", deployment, name, env)
+			}
+			if !slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == "db-ca" && m.MountPath == "/etc/evalmeter/db-ca" }) {
+				t.Errorf("%s/%s: mounts %v lack db-ca", deployment, name, c.VolumeMounts)
 			}
 		}
 	}
