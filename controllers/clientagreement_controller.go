@@ -155,9 +155,6 @@ func (r *ClientAgreementReconciler) provision(ctx context.Context, ca *evalmeter
 		usage, err = r.Ledger.Usage(ctx, grant.ClientID, now)
 	}
 	if err != nil {
-		if ca.Status.Phase == "" {
-			ca.Status.Phase = evalmeterv1alpha1.PhasePending
-		}
 		return r.ledgerUnavailable(ca, grant.ClientID, err)
 	}
 	r.setCondition(ca, evalmeterv1alpha1.ConditionLedgerReachable, metav1.ConditionTrue, "Reachable", "the ledger answered")
@@ -206,17 +203,16 @@ func (r *ClientAgreementReconciler) provision(ctx context.Context, ca *evalmeter
 	return ctrl.Result{RequeueAfter: requeue}, nil
 }
 
-// checkCredit sets the LowCredit condition, with a Warning event when it
-// turns true.
+// checkCredit sets the LowCredit condition from the ledger's figures and
+// the threshold just written there, with a Warning event when it turns true.
 func (r *ClientAgreementReconciler) checkCredit(ca *evalmeterv1alpha1.ClientAgreement, usage ledger.Usage) {
-	threshold := lowCreditThreshold(ca, r.LowCreditThreshold)
 	wasLow := meta.IsStatusConditionTrue(ca.Status.Conditions, evalmeterv1alpha1.ConditionLowCredit)
-	if usage.RemainingHours > int(threshold) {
+	if !usage.LowCredit() {
 		r.setCondition(ca, evalmeterv1alpha1.ConditionLowCredit, metav1.ConditionFalse, "AboveThreshold",
-			fmt.Sprintf("%d hours remain, above the threshold of %d", usage.RemainingHours, threshold))
+			fmt.Sprintf("%d hours remain, above the threshold of %d", usage.RemainingHours, *usage.LowCreditThreshold))
 		return
 	}
-	msg := fmt.Sprintf("%d of %d hours remain, at or below the threshold of %d", usage.RemainingHours, usage.AllocatedHours, threshold)
+	msg := fmt.Sprintf("%d of %d hours remain, at or below the threshold of %d", usage.RemainingHours, usage.AllocatedHours, *usage.LowCreditThreshold)
 	r.setCondition(ca, evalmeterv1alpha1.ConditionLowCredit, metav1.ConditionTrue, "AtOrBelowThreshold", msg)
 	if !wasLow {
 		r.Recorder.Eventf(ca, nil, corev1.EventTypeWarning, "LowCredit", "Provision", msg)

@@ -14,7 +14,6 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,18 +21,9 @@ import (
 
 	"github.com/evalmeter/evalmeter/internal/credential"
 	"github.com/evalmeter/evalmeter/internal/ledger"
+	"github.com/evalmeter/evalmeter/internal/poll"
 	"github.com/evalmeter/evalmeter/server"
 )
-
-// queryCounter is a pgx tracer that counts the queries a pool starts.
-type queryCounter struct{ n atomic.Int64 }
-
-func (c *queryCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
-	c.n.Add(1)
-	return ctx
-}
-
-func (c *queryCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
 // tokenOf builds a session token of the right shape for session id with
 // the given MAC: "evs_" + base64url(id bytes ‖ mac).
@@ -58,7 +48,7 @@ func randomBytes(n int) []byte {
 // token's HMAC is checked before the session is looked up.
 func TestForgedCredentialsCostNoQuery(t *testing.T) {
 	e := newEnv(t)
-	queries := &queryCounter{}
+	queries := &queryTracer{}
 	a := e.apiWith(ledger.Options{Timeout: 5 * time.Second, Tracer: queries})
 	key := e.grant("acme", 5, nil)
 	s := a.mustOpenSession(key, idem("real"))
@@ -110,7 +100,7 @@ func TestForgedCredentialsCostNoQuery(t *testing.T) {
 		}},
 	}
 
-	queries.n.Store(0)
+	queries.started.Store(0)
 	const rounds = 20
 	var wg sync.WaitGroup
 	for i := range rounds * len(forged) {
@@ -122,14 +112,14 @@ func TestForgedCredentialsCostNoQuery(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if n := queries.n.Load(); n != 0 {
+	if n := queries.started.Load(); n != 0 {
 		t.Errorf("%d forged or malformed credentials made %d queries, want 0", rounds*len(forged), n)
 	}
 	// The tracer does see the queries of a genuine request.
 	if r := a.postMetrics(s.Session.Token, idem("genuine"), exampleBody); r.status != http.StatusOK {
 		t.Fatalf("genuine request: %d %s", r.status, r.body)
 	}
-	if queries.n.Load() == 0 {
+	if queries.started.Load() == 0 {
 		t.Error("the tracer counted no query of a genuine request: it does not count")
 	}
 }
@@ -231,12 +221,22 @@ func TestFailureClasses(t *testing.T) {
 			done <- err
 		}()
 		// Give up once the server is waiting on the row, as a client's own timeout would.
-		waitFor(t, "the request to wait on the row lock", func() bool { return lockWaiters(t, e.url) > 0 })
+		poll.Until(t, 20*time.Second, "the request to wait on the row lock", func() error {
+			if n := lockWaiters(t, e.url); n == 0 {
+				return errors.New("no backend waits for a lock")
+			}
+			return nil
+		})
 		cancel()
 		if err := <-done; !errors.Is(err, context.Canceled) {
 			t.Fatalf("the abandoned request: %v", err)
 		}
-		waitFor(t, "the request's log line", func() bool { return logLine(e.logs.String(), `"msg":"request"`) != "" })
+		poll.Until(t, 20*time.Second, "the request's log line", func() error {
+			if logLine(e.logs.String(), `"msg":"request"`) == "" {
+				return errors.New("not logged yet")
+			}
+			return nil
+		})
 		logs := e.logs.String()
 		if line := logLine(logs, `"msg":"client went away"`); !strings.Contains(line, `"level":"INFO"`) || !strings.Contains(line, "gone-client-1") {
 			t.Errorf("log line of the client going away: %q, want one at info with the request id", line)
@@ -329,16 +329,6 @@ func logLine(logs, substr string) string {
 		}
 	}
 	return ""
-}
-
-// waitFor polls cond until it holds, failing the test after 20 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited 20 s for %s", what)
-		}
-	}
 }
 
 // lockWaiters counts the backends of url's database waiting for a lock.

@@ -12,6 +12,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -326,6 +327,36 @@ func (r response) errorCode(t *testing.T) string {
 		t.Errorf("error response headers: %v", r.header)
 	}
 	return env.Error.Code
+}
+
+// queryTracer is a pgx tracer that counts the queries a pool starts and
+// finishes, and the connections that ran them.
+type queryTracer struct {
+	started, ended atomic.Int64
+	mu             sync.Mutex
+	conns          map[*pgx.Conn]bool
+}
+
+func (c *queryTracer) TraceQueryStart(ctx context.Context, conn *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	c.started.Add(1)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.conns == nil {
+		c.conns = map[*pgx.Conn]bool{}
+	}
+	c.conns[conn] = true
+	return ctx
+}
+
+func (c *queryTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {
+	c.ended.Add(1)
+}
+
+// connections is how many connections ran queries.
+func (c *queryTracer) connections() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.conns)
 }
 
 // syncBuffer collects log output from concurrent handlers.

@@ -112,18 +112,18 @@ func (m *PostgresMonitor) Check(ctx context.Context) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	down := err != nil
 	switch {
-	case err != nil:
-		m.up.Set(0)
-		if !m.down {
-			m.log.Error("PostgreSQL is unreachable; the API answers 503 until it is back", "error", err)
-		}
-	case m.down:
-		m.up.Set(1)
+	case down && !m.down:
+		m.log.Error("PostgreSQL is unreachable; the API answers 503 until it is back", "error", err)
+	case !down && m.down:
 		m.log.Info("PostgreSQL is reachable again")
-	default:
+	}
+	m.down = down
+	if down {
+		m.up.Set(0)
+	} else {
 		m.up.Set(1)
 	}
-	m.down = err != nil
 	return err
 }

@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"io"
 	"log"
@@ -14,31 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/evalmeter/evalmeter/internal/ledger"
+	"github.com/evalmeter/evalmeter/internal/poll"
 	"github.com/evalmeter/evalmeter/server"
 )
-
-// queryEnds counts the queries a pool finished, and the connections that
-// ran them.
-type queryEnds struct {
-	n     atomic.Int64
-	mu    sync.Mutex
-	conns map[*pgx.Conn]bool
-}
-
-func (c *queryEnds) TraceQueryStart(ctx context.Context, conn *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.conns == nil {
-		c.conns = map[*pgx.Conn]bool{}
-	}
-	c.conns[conn] = true
-	return ctx
-}
-
-func (c *queryEnds) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) { c.n.Add(1) }
 
 // TestSlowClients: clients that trickle their headers byte by byte, or stall
 // in the middle of a body, are cut at the server's bounds (ReadHeaderTimeout,
@@ -47,7 +25,7 @@ func (c *queryEnds) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndD
 // pool of 2 database connections, other clients are served.
 func TestSlowClients(t *testing.T) {
 	e := newEnv(t)
-	queries := &queryEnds{}
+	queries := &queryTracer{}
 	srv := e.server(ledger.Options{Timeout: 5 * time.Second, MaxConns: 2, Tracer: queries})
 	hs := server.HTTPServer(srv.Handler(), log.New(io.Discard, "", 0))
 	hs.ReadHeaderTimeout, hs.ReadTimeout = 3*time.Second, 4*time.Second
@@ -107,7 +85,7 @@ func TestSlowClients(t *testing.T) {
 			}
 		})
 	}
-	before := queries.n.Load()
+	before := queries.ended.Load()
 	for i := range stalling {
 		c := dial("stalled body")
 		fmt.Fprintf(c.conn, "POST /api/svc/v1/metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"+
@@ -116,7 +94,12 @@ func TestSlowClients(t *testing.T) {
 		wg.Go(func() { read(c) })
 	}
 	// Each stalled request looked its session up and now waits for its body.
-	waitFor(t, "the stalled requests to pass authentication", func() bool { return queries.n.Load()-before >= stalling })
+	poll.Until(t, 20*time.Second, "the stalled requests to pass authentication", func() error {
+		if n := queries.ended.Load() - before; n < stalling {
+			return fmt.Errorf("%d of %d looked their session up", n, stalling)
+		}
+		return nil
+	})
 
 	// Others are served meanwhile.
 	if r := a.postMetrics(s.Session.Token, idem("meanwhile"), exampleBody); r.status != http.StatusOK {
@@ -132,11 +115,9 @@ func TestSlowClients(t *testing.T) {
 	}
 
 	wg.Wait() // every slow connection cut by the server, or the test's 30 s bound
-	queries.mu.Lock()
-	if n := len(queries.conns); n > 2 {
+	if n := queries.connections(); n > 2 {
 		t.Errorf("%d database connections served the requests; ledger.Options.MaxConns is 2", n)
 	}
-	queries.mu.Unlock()
 	for i, c := range slows {
 		switch {
 		case !c.cut.Load():

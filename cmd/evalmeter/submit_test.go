@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -34,12 +33,7 @@ type testAPI struct {
 // startAPI runs evalmeter api on a free loopback port until the test ends.
 func startAPI(t *testing.T, dbURL, tokenSecret string) *testAPI {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := freeAddr(t)
 	cfg := &apiConfig{
 		addr: addr, opsAddr: "127.0.0.1:0", databaseURL: dbURL, migrate: true,
 		tokenSecrets: [][]byte{[]byte(tokenSecret)}, dbTimeout: 2 * time.Second, grace: 5 * time.Second,

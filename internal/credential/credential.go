@@ -116,50 +116,20 @@ func (s *TokenSigner) Token(sessionID, keyID string) (string, error) {
 	return tokenPrefix + base64.RawURLEncoding.EncodeToString(append(id, mac(key, id)...)), nil
 }
 
-// SessionID reads the session id out of a token, without checking it.
-func SessionID(token string) (string, error) {
-	raw, ok := strings.CutPrefix(token, tokenPrefix)
-	if !ok || len(raw) != base64.RawURLEncoding.EncodedLen(sessionBytes+sha256.Size) {
-		return "", ErrMalformed
-	}
-	b, err := base64.RawURLEncoding.DecodeString(raw)
-	if err != nil {
-		return "", ErrMalformed
-	}
-	return "sess_" + hex.EncodeToString(b[:sessionBytes]), nil
-}
-
-// Verify reports whether token is the token of its session signed with key
-// keyID, comparing in constant time.
-func (s *TokenSigner) Verify(token, keyID string) bool {
-	key, ok := s.keys[keyID]
-	if !ok {
-		return false
-	}
-	raw, ok := strings.CutPrefix(token, tokenPrefix)
-	if !ok {
-		return false
-	}
-	b, err := base64.RawURLEncoding.DecodeString(raw)
-	if err != nil || len(b) != sessionBytes+sha256.Size {
-		return false
-	}
-	return hmac.Equal(b[sessionBytes:], mac(key, b[:sessionBytes]))
-}
-
 // Authenticate checks token's HMAC against every configured key and
-// returns the id of the key that signed it, or ok false. It needs no
-// lookup, so a forged token costs no database work; the caller must still
-// check that the session's row names the same key. Every key is tried,
-// whichever matches, so the time taken does not tell which one did.
-func (s *TokenSigner) Authenticate(token string) (keyID string, ok bool) {
+// returns the session id it carries and the id of the key that signed it,
+// or ok false. It needs no lookup, so a forged token costs no database
+// work; the caller must still check that the session's row names the same
+// key. Every key is tried, whichever matches, so the time taken does not
+// tell which one did.
+func (s *TokenSigner) Authenticate(token string) (sessionID, keyID string, ok bool) {
 	raw, found := strings.CutPrefix(token, tokenPrefix)
 	if !found || len(raw) != base64.RawURLEncoding.EncodedLen(sessionBytes+sha256.Size) {
-		return "", false
+		return "", "", false
 	}
 	b, err := base64.RawURLEncoding.DecodeString(raw)
 	if err != nil {
-		return "", false
+		return "", "", false
 	}
 	match := -1
 	for i, id := range s.ids {
@@ -167,9 +137,9 @@ func (s *TokenSigner) Authenticate(token string) (keyID string, ok bool) {
 		match = subtle.ConstantTimeSelect(equal, i, match)
 	}
 	if match < 0 {
-		return "", false
+		return "", "", false
 	}
-	return s.ids[match], true
+	return "sess_" + hex.EncodeToString(b[:sessionBytes]), s.ids[match], true
 }
 
 func mac(key, id []byte) []byte {
