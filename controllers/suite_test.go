@@ -54,8 +54,9 @@ var (
 	apiURL    string // the evalmeter API on the same ledger, for 401 and 403
 	// managerCache is the manager's cache, to check what it holds.
 	managerCache cache.Cache
-	// restConfig is envtest's admin configuration.
-	restConfig *rest.Config
+	// restConfig is envtest's admin configuration; controllerIdentity is
+	// it impersonating the chart's controller ServiceAccount.
+	restConfig, controllerIdentity *rest.Config
 )
 
 func TestMain(m *testing.M) {
@@ -104,12 +105,11 @@ func runSuite(m *testing.M) int {
 
 	// The manager runs as the chart's ServiceAccount (watching every
 	// namespace), with the RBAC the chart renders.
-	saConfig, err := asChartServiceAccount(ctx, cfg, nil)
-	if err != nil {
+	if controllerIdentity, err = asChartServiceAccount(ctx, cfg, nil); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	mgr, err := newManager(saConfig, store, nil)
+	mgr, err := newManager(controllerIdentity, store, nil)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -15,7 +15,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	evalmeterv1alpha1 "github.com/evalmeter/evalmeter/api/v1alpha1"
 	"github.com/evalmeter/evalmeter/controllers"
@@ -27,6 +26,9 @@ func runController(args []string, stderr io.Writer) int {
 	fs := newFlagSet("controller", "controller [flags]", stderr)
 	dbURL := fs.String("database-url", envOr("DATABASE_URL", ""), "PostgreSQL URL (env DATABASE_URL)")
 	metricsAddr := fs.String("metrics-bind-address", envOr("EVALMETER_METRICS_ADDR", "0"), "address of the Prometheus metrics endpoint; 0 disables it")
+	metricsSecure := fs.Bool("metrics-secure", true,
+		"serve metrics over HTTPS to callers authorized to get /metrics (TokenReview, SubjectAccessReview); false serves plain HTTP to anyone, for development")
+	metricsCertDir := fs.String("metrics-cert-dir", "", "directory with tls.crt and tls.key for the metrics endpoint, reloaded on change; empty makes a self-signed certificate")
 	probeAddr := fs.String("health-probe-bind-address", envOr("EVALMETER_PROBE_ADDR", ":8081"), "address of /healthz and /readyz")
 	leaderElect := fs.Bool("leader-elect", envBool("EVALMETER_LEADER_ELECT"), "elect a leader, so that only one replica reconciles")
 	namespaces := fs.String("watch-namespaces", envOr("EVALMETER_WATCH_NAMESPACES", ""), "comma-separated namespaces to watch; empty for all")
@@ -53,7 +55,8 @@ func runController(args []string, stderr io.Writer) int {
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts), zap.WriteTo(stderr)))
 	if err := controller(ctrl.SetupSignalHandler(), controllerConfig{
-		databaseURL: *dbURL, metricsAddr: *metricsAddr, probeAddr: *probeAddr, leaderElect: *leaderElect,
+		databaseURL: *dbURL, probeAddr: *probeAddr, leaderElect: *leaderElect,
+		metrics:    controllers.MetricsServing{BindAddress: *metricsAddr, Secure: *metricsSecure, CertDir: *metricsCertDir},
 		namespaces: *namespaces, resync: *resync, dbTimeout: *dbTimeout, dbMaxConns: dbMaxConns,
 		lowCreditThreshold: int32(threshold),
 	}); err != nil {
@@ -64,11 +67,12 @@ func runController(args []string, stderr io.Writer) int {
 }
 
 type controllerConfig struct {
-	databaseURL, metricsAddr, probeAddr string
-	leaderElect                         bool
-	namespaces                          string
-	resync, dbTimeout                   time.Duration
-	dbMaxConns, lowCreditThreshold      int32
+	databaseURL, probeAddr         string
+	metrics                        controllers.MetricsServing
+	leaderElect                    bool
+	namespaces                     string
+	resync, dbTimeout              time.Duration
+	dbMaxConns, lowCreditThreshold int32
 }
 
 func controller(ctx context.Context, cfg controllerConfig) error {
@@ -101,10 +105,14 @@ func controller(ctx context.Context, cfg controllerConfig) error {
 	if err != nil {
 		return fmt.Errorf("Kubernetes configuration: %w", err)
 	}
+	metricsOptions, metricsCerts, err := cfg.metrics.Options()
+	if err != nil {
+		return err
+	}
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme:                 scheme,
 		Cache:                  controllers.CacheOptions(namespaces),
-		Metrics:                metricsserver.Options{BindAddress: cfg.metricsAddr},
+		Metrics:                metricsOptions,
 		HealthProbeBindAddress: cfg.probeAddr,
 		LeaderElection:         cfg.leaderElect,
 		LeaderElectionID:       "evalmeter-controller.evalmeter.io",
@@ -123,6 +131,11 @@ func controller(ctx context.Context, cfg controllerConfig) error {
 		LowCreditThreshold: cfg.lowCreditThreshold,
 	}).SetupWithManager(mgr); err != nil {
 		return err
+	}
+	if metricsCerts != nil {
+		if err := mgr.Add(metricsCerts); err != nil {
+			return err
+		}
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err
