@@ -146,7 +146,7 @@ func (r *ClientAgreementReconciler) provision(ctx context.Context, ca *evalmeter
 		reconcileErrors.WithLabelValues(reasonKubernetes).Inc()
 		return ctrl.Result{}, err
 	}
-	err = r.Ledger.SetKey(ctx, grant.ClientID, hash, now)
+	pendingUntil, err := r.Ledger.SetKey(ctx, grant.ClientID, hash, now, rotationGracePeriod(ca))
 	if errors.Is(err, ledger.ErrInvalid) {
 		return r.invalidKey(ca, fmt.Sprintf("Secret %s: %v; the ledger keeps the previous key", ca.Status.APIKeySecretName, err)), nil
 	}
@@ -167,11 +167,22 @@ func (r *ClientAgreementReconciler) provision(ctx context.Context, ca *evalmeter
 	case created:
 		r.Recorder.Eventf(ca, nil, corev1.EventTypeNormal, "Provisioned", "Provision",
 			"client %s provisioned with %d hours, key %s", grant.ClientID, grant.AllocatedHours, fingerprint)
-	case before.APIKeyFingerprint != "" && before.APIKeyFingerprint != fingerprint:
+	case before.APIKeyFingerprint != "" && before.APIKeyFingerprint != fingerprint && pendingUntil.IsZero():
 		r.Recorder.Eventf(ca, nil, corev1.EventTypeNormal, "Rotated", "Provision",
 			"API key rotated: %s is active, %s revoked", fingerprint, before.APIKeyFingerprint)
+	case before.APIKeyFingerprint != "" && before.APIKeyFingerprint != fingerprint:
+		ca.Status.PreviousAPIKey = &evalmeterv1alpha1.PreviousAPIKey{Fingerprint: before.APIKeyFingerprint, RevokeAt: metav1.NewTime(pendingUntil)}
+		r.Recorder.Eventf(ca, nil, corev1.EventTypeNormal, "Rotated", "Provision",
+			"API key rotated: %s is active; %s keeps working until %s, then is revoked",
+			fingerprint, before.APIKeyFingerprint, pendingUntil.UTC().Format(time.RFC3339))
 	}
 	ca.Status.APIKeyFingerprint = fingerprint
+	if prev := ca.Status.PreviousAPIKey; prev != nil && pendingUntil.IsZero() {
+		// The grace period ended: the ledger has refused the key since then.
+		r.Recorder.Eventf(ca, nil, corev1.EventTypeNormal, "Revoked", "Provision",
+			"API key %s revoked at the end of its grace period, %s", prev.Fingerprint, prev.RevokeAt.UTC().Format(time.RFC3339))
+		ca.Status.PreviousAPIKey = nil
+	}
 
 	expired := grant.ValidUntil != nil && !now.Before(*grant.ValidUntil)
 	switch {
@@ -195,10 +206,14 @@ func (r *ClientAgreementReconciler) provision(ctx context.Context, ca *evalmeter
 		}
 	}
 
-	// Come back at validUntil to turn Expired, and periodically for figures.
+	// Come back at validUntil to turn Expired, at the end of a grace period
+	// to report the revocation, and periodically for figures.
 	requeue := r.Resync
 	if grant.ValidUntil != nil && !expired {
 		requeue = min(requeue, grant.ValidUntil.Sub(now)+time.Second)
+	}
+	if !pendingUntil.IsZero() {
+		requeue = min(requeue, pendingUntil.Sub(now)+time.Second)
 	}
 	return ctrl.Result{RequeueAfter: requeue}, nil
 }
@@ -224,6 +239,14 @@ func lowCreditThreshold(ca *evalmeterv1alpha1.ClientAgreement, def int32) int32 
 		return *ca.Spec.LowCreditThreshold
 	}
 	return def
+}
+
+// rotationGracePeriod is how long a replaced key keeps working.
+func rotationGracePeriod(ca *evalmeterv1alpha1.ClientAgreement) time.Duration {
+	if ca.Spec.APIKey == nil || ca.Spec.APIKey.RotationGracePeriod == nil {
+		return 0
+	}
+	return ca.Spec.APIKey.RotationGracePeriod.Duration
 }
 
 // holder is how the ledger names ca as the holder of its clientID.

@@ -80,7 +80,7 @@ func TestProvision(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the Secret holds no valid key: %v", err)
 	}
-	client, err := store.ClientByKey(ctx, hash)
+	client, err := store.ClientByKey(ctx, hash, time.Now())
 	if err != nil || client.ID != "acme-provision" || client.AllocatedHours != 5 {
 		t.Errorf("ledger: %+v, %v", client, err)
 	}
@@ -155,6 +155,78 @@ func TestProvision(t *testing.T) {
 
 func objectKey(ns, name string) client.ObjectKey { return client.ObjectKey{Namespace: ns, Name: name} }
 
+func withGrace(ca *evalmeterv1alpha1.ClientAgreement, grace time.Duration) *evalmeterv1alpha1.ClientAgreement {
+	ca.Spec.APIKey = &evalmeterv1alpha1.APIKeySpec{RotationGracePeriod: &metav1.Duration{Duration: grace}}
+	return ca
+}
+
+// TestRotationGracePeriod: the replaced key and its sessions keep working
+// until the deadline shown in the status, then are refused; events say
+// Rotated, then Revoked.
+func TestRotationGracePeriod(t *testing.T) {
+	ns := namespace(t)
+	ctx := context.Background()
+	const grace = 6 * time.Second
+	if err := k8sClient.Create(ctx, withGrace(agreement(ns, "grace", "acme-grace", 5), grace)); err != nil {
+		t.Fatal(err)
+	}
+	oldFingerprint := phase(t, ns, "grace", evalmeterv1alpha1.PhaseActive).Status.APIKeyFingerprint
+	oldKey, _ := apiKey(ns, "grace")
+	oldSession := openSession(t, oldKey)
+
+	newKey, _ := credential.NewAPIKey(rand.Reader)
+	newHash, _ := credential.HashAPIKey(newKey)
+	var secret corev1.Secret
+	if err := k8sClient.Get(ctx, objectKey(ns, "grace-api-key"), &secret); err != nil {
+		t.Fatal(err)
+	}
+	secret.Data = map[string][]byte{controllers.APIKeySecretKey: []byte(newKey)}
+	rotated := time.Now()
+	if err := k8sClient.Update(ctx, &secret); err != nil {
+		t.Fatal(err)
+	}
+	var prev *evalmeterv1alpha1.PreviousAPIKey
+	poll.Until(t, wait, "the rotation in the status", func() error {
+		ca := get(t, ns, "grace")
+		if prev = ca.Status.PreviousAPIKey; ca.Status.APIKeyFingerprint != newHash.Fingerprint() || prev == nil {
+			return fmt.Errorf("fingerprint %s, previous key %+v", ca.Status.APIKeyFingerprint, prev)
+		}
+		return nil
+	})
+	if prev.Fingerprint != oldFingerprint || prev.RevokeAt.Time.Before(rotated.Add(grace-time.Second)) || prev.RevokeAt.Time.After(time.Now().Add(grace+time.Second)) {
+		t.Errorf("status.previousAPIKey %+v: want %s revoked %s after the rotation", prev, oldFingerprint, grace)
+	}
+	if note := event(t, ns, "grace", "Rotated"); !strings.Contains(note, oldFingerprint+" keeps working until") {
+		t.Errorf("Rotated event %q does not say until when the old key works", note)
+	}
+	if time.Until(prev.RevokeAt.Time) < time.Second {
+		t.Fatal("the grace period ended before the old key could be checked; the machine is too slow for this test")
+	}
+	if old, now := usageStatus(t, oldKey), usageStatus(t, newKey); old != http.StatusOK || now != http.StatusOK {
+		t.Errorf("in the grace period: old key %d, new key %d, want both 200", old, now)
+	}
+	if status := postMetricsStatus(t, oldSession); status != http.StatusOK {
+		t.Errorf("the old key's session in the grace period: %d, want 200", status)
+	}
+
+	time.Sleep(time.Until(prev.RevokeAt.Time))
+	if old, now := usageStatus(t, oldKey), usageStatus(t, newKey); old != http.StatusUnauthorized || now != http.StatusOK {
+		t.Errorf("after the grace period: old key %d (want 401), new key %d (want 200)", old, now)
+	}
+	if status := postMetricsStatus(t, oldSession); status != http.StatusUnauthorized {
+		t.Errorf("the old key's session after the grace period: %d, want 401", status)
+	}
+	if note := event(t, ns, "grace", "Revoked"); !strings.Contains(note, oldFingerprint) {
+		t.Errorf("Revoked event %q does not name the old key", note)
+	}
+	poll.Until(t, wait, "status.previousAPIKey cleared", func() error {
+		if p := get(t, ns, "grace").Status.PreviousAPIKey; p != nil {
+			return fmt.Errorf("previousAPIKey %+v", p)
+		}
+		return nil
+	})
+}
+
 func TestExpiry(t *testing.T) {
 	ns := namespace(t)
 	ctx := context.Background()
@@ -175,7 +247,7 @@ func TestExpiry(t *testing.T) {
 	if status := usageStatus(t, key); status != http.StatusForbidden {
 		t.Errorf("GET /usage after validUntil: %d, want 403", status)
 	}
-	if _, err := store.ClientByKey(ctx, hash); err != nil {
+	if _, err := store.ClientByKey(ctx, hash, time.Now()); err != nil {
 		t.Errorf("the key of an expired agreement must still be known (403, not 401): %v", err)
 	}
 	event(t, ns, "shortlived", "Expired")
@@ -202,10 +274,10 @@ func TestRotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	poll.Until(t, wait, "rotation", func() error {
-		if _, err := store.ClientByKey(ctx, newHash); err != nil {
+		if _, err := store.ClientByKey(ctx, newHash, time.Now()); err != nil {
 			return fmt.Errorf("new key: %v", err)
 		}
-		if _, err := store.ClientByKey(ctx, oldHash); !errors.Is(err, ledger.ErrNotFound) {
+		if _, err := store.ClientByKey(ctx, oldHash, time.Now()); !errors.Is(err, ledger.ErrNotFound) {
 			return fmt.Errorf("old key still active: %v", err)
 		}
 		if fp := get(t, ns, "rot").Status.APIKeyFingerprint; fp != newHash.Fingerprint() || fp == before {
@@ -240,7 +312,7 @@ func TestRotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitReady(t, ns, "rot", "InvalidAPIKey", "not an evalmeter API key")
-	if _, err := store.ClientByKey(ctx, newHash); err != nil {
+	if _, err := store.ClientByKey(ctx, newHash, time.Now()); err != nil {
 		t.Errorf("the last valid key was revoked by an invalid Secret: %v", err)
 	}
 }
@@ -323,6 +395,8 @@ func TestValidation(t *testing.T) {
 		agreement(ns, "dash", "-acme", 1),
 		agreement(ns, "long", strings.Repeat("a", 64), 1),
 		agreement(ns, "negative", "acme-negative", -1),
+		withGrace(agreement(ns, "grace-negative", "acme-grace", 1), -time.Second),
+		withGrace(agreement(ns, "grace-long", "acme-grace", 1), 721*time.Hour),
 	} {
 		if err := k8sClient.Create(ctx, bad); !apierrors.IsInvalid(err) {
 			t.Errorf("%s: %v, want Invalid", bad.Name, err)

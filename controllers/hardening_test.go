@@ -41,7 +41,7 @@ func TestKeyOfAnotherClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitReady(t, ns, "two", "InvalidAPIKey", "belongs to another client")
-	if c, err := store.ClientByKey(ctx, mustHash(t, oneKey)); err != nil || c.ID != "acme-taken-one" {
+	if c, err := store.ClientByKey(ctx, mustHash(t, oneKey), time.Now()); err != nil || c.ID != "acme-taken-one" {
 		t.Errorf("the key moved: %+v, %v", c, err)
 	}
 }

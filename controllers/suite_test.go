@@ -229,9 +229,11 @@ func usageStatus(t *testing.T, key string) int {
 	return resp.StatusCode
 }
 
-// event waits for an event with reason about the agreement ns/name.
-func event(t *testing.T, ns, name, reason string) {
+// event waits for an event with reason about the agreement ns/name and
+// returns its message.
+func event(t *testing.T, ns, name, reason string) string {
 	t.Helper()
+	var note string
 	poll.Until(t, wait, "event "+reason, func() error {
 		var list eventsv1.EventList
 		if err := k8sClient.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
@@ -239,11 +241,13 @@ func event(t *testing.T, ns, name, reason string) {
 		}
 		for _, e := range list.Items {
 			if e.Regarding.Name == name && e.Reason == reason {
+				note = e.Note
 				return nil
 			}
 		}
 		return fmt.Errorf("%d events, none %s", len(list.Items), reason)
 	})
+	return note
 }
 
 // waitReady waits for the agreement's Ready condition to have reason and a

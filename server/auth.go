@@ -37,7 +37,7 @@ func (s *Server) clientByKey(r *http.Request) (ledger.Client, error) {
 		return ledger.Client{}, unauthorized("the credential is not a valid API key", true)
 	}
 	// The hash is looked up, not compared: timing reveals nothing of the key.
-	client, err := s.ledger.ClientByKey(r.Context(), hash)
+	client, err := s.ledger.ClientByKey(r.Context(), hash, s.now())
 	if errors.Is(err, ledger.ErrNotFound) {
 		return ledger.Client{}, unauthorized("the API key is not valid or has been revoked", true)
 	}
@@ -64,7 +64,7 @@ func (s *Server) session(r *http.Request) (ledger.Session, error) {
 	if !ok {
 		return ledger.Session{}, invalid
 	}
-	sess, err := s.ledger.Session(r.Context(), id)
+	sess, err := s.ledger.Session(r.Context(), id, s.now())
 	if errors.Is(err, ledger.ErrSessionEnded) {
 		return ledger.Session{}, unauthorized("the session was ended because the API key that opened it was revoked; open a new session with your current API key", true)
 	}

@@ -157,7 +157,7 @@ func newFuzzFixture(f *testing.F) *fuzzFixture {
 			f.Fatal(err)
 		}
 		hash, _ := credential.HashAPIKey(key)
-		if err := store.SetKey(ctx, clientID, hash, now()); err != nil {
+		if _, err := store.SetKey(ctx, clientID, hash, now(), 0); err != nil {
 			f.Fatal(err)
 		}
 		return key

@@ -136,7 +136,7 @@ func (e *env) grant(clientID string, hours int, validUntil *time.Time) string {
 		e.t.Fatal(err)
 	}
 	hash, _ := credential.HashAPIKey(key)
-	if err := e.store.SetKey(ctx, clientID, hash, e.clock.Now()); err != nil {
+	if _, err := e.store.SetKey(ctx, clientID, hash, e.clock.Now(), 0); err != nil {
 		e.t.Fatal(err)
 	}
 	return key

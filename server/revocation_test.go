@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/evalmeter/evalmeter/internal/credential"
 	"github.com/evalmeter/evalmeter/internal/ledger"
@@ -25,7 +26,7 @@ func TestRevocationEndsSessions(t *testing.T) {
 	setKey := func() (string, credential.KeyHash) {
 		key, _ := credential.NewAPIKey(rand.Reader)
 		hash, _ := credential.HashAPIKey(key)
-		if err := e.store.SetKey(ctx, "acme", hash, e.clock.Now()); err != nil {
+		if _, err := e.store.SetKey(ctx, "acme", hash, e.clock.Now(), 0); err != nil {
 			t.Fatal(err)
 		}
 		return key, hash
@@ -45,7 +46,7 @@ func TestRevocationEndsSessions(t *testing.T) {
 	if r := a.postMetrics(current.Session.Token, idem("m-new-1"), exampleBody); r.status != http.StatusOK {
 		t.Errorf("the new key's session: %d %s", r.status, r.body)
 	}
-	if err := e.store.SetKey(ctx, "acme", oldHash, e.clock.Now()); err == nil {
+	if _, err := e.store.SetKey(ctx, "acme", oldHash, e.clock.Now(), 0); err == nil {
 		t.Error("the revoked key was accepted again")
 	}
 	if r, _ := a.openSession(oldKey, idem("old-again")); r.status != http.StatusUnauthorized {
@@ -64,6 +65,41 @@ func TestRevocationEndsSessions(t *testing.T) {
 	if u := e.usage("acme"); u.ActiveSessions != 0 || u.ConsumedHours != 2 {
 		t.Errorf("usage %+v: want no active session, 2 consumed", u)
 	}
+}
+
+// TestRotationGracePeriod: after a rotation with a grace period, the old
+// key and its sessions work until the deadline and get 401 from then on, by
+// the API's clock alone: nobody has to act at the deadline.
+func TestRotationGracePeriod(t *testing.T) {
+	e := newEnv(t)
+	a := e.api()
+	ctx := context.Background()
+	if _, err := e.store.UpsertClient(ctx, ledger.Grant{ClientID: "acme", AllocatedHours: 10, Source: "test"}, e.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	keys := map[string]string{}
+	for _, name := range []string{"old", "new"} {
+		key, _ := credential.NewAPIKey(rand.Reader)
+		hash, _ := credential.HashAPIKey(key)
+		if _, err := e.store.SetKey(ctx, "acme", hash, e.clock.Now(), 10*time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		keys[name] = key
+	}
+	e.clock.Advance(9 * time.Minute)
+	old := a.mustOpenSession(keys["old"], idem("old"))
+	if r := a.postMetrics(old.Session.Token, idem("m-1"), exampleBody); r.status != http.StatusOK {
+		t.Errorf("the old key's session in the grace period: %d %s", r.status, r.body)
+	}
+	e.clock.Advance(time.Minute)
+	if r, _ := a.openSession(keys["old"], idem("old-late")); r.status != http.StatusUnauthorized {
+		t.Errorf("the old key at the end of its grace period: %d, want 401", r.status)
+	}
+	r := a.postMetrics(old.Session.Token, idem("m-2"), exampleBody)
+	if r.status != http.StatusUnauthorized || !strings.Contains(string(r.body), "revoked") {
+		t.Errorf("the old key's session at the end of the grace period: %d %s, want 401 saying the key was revoked", r.status, r.body)
+	}
+	a.mustOpenSession(keys["new"], idem("new"))
 }
 
 // TestLowCreditHeader: usage carries the low-credit warning in a header

@@ -38,6 +38,21 @@ type ClientAgreementSpec struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	LowCreditThreshold *int32 `json:"lowCreditThreshold,omitempty"`
+
+	// apiKey says how the client's API key is rotated.
+	// +optional
+	APIKey *APIKeySpec `json:"apiKey,omitempty"`
+}
+
+// APIKeySpec says how the client's API key is rotated.
+type APIKeySpec struct {
+	// rotationGracePeriod is how long the previous key keeps working after
+	// the Secret's key is replaced, so that the client can switch without
+	// an outage; then it is revoked and the sessions it opened end. 0 (the
+	// default) revokes it at once. At most 720h.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('720h')",message="rotationGracePeriod must be between 0s and 720h"
+	RotationGracePeriod *metav1.Duration `json:"rotationGracePeriod,omitempty"`
 }
 
 // Phase is the state of an agreement at a glance.
@@ -97,6 +112,11 @@ type ClientAgreementStatus struct {
 	// +optional
 	APIKeyFingerprint string `json:"apiKeyFingerprint,omitempty"`
 
+	// previousAPIKey is the key replaced by the last rotation, while its
+	// grace period runs.
+	// +optional
+	PreviousAPIKey *PreviousAPIKey `json:"previousAPIKey,omitempty"`
+
 	// observedGeneration is the generation of the spec this status is about.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
@@ -105,6 +125,14 @@ type ClientAgreementStatus struct {
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// PreviousAPIKey is a replaced key that works until its revocation.
+type PreviousAPIKey struct {
+	// fingerprint names the key without revealing it.
+	Fingerprint string `json:"fingerprint"`
+	// revokeAt is when the key stops working and its sessions end.
+	RevokeAt metav1.Time `json:"revokeAt"`
 }
 
 // ClientAgreement is a client's agreement: its credit allocation, its

@@ -93,7 +93,7 @@ func clients(args []string, stdout, stderr io.Writer) int {
 		return failf(stderr, "clients grant: %v", err)
 	}
 	hash, _ := credential.HashAPIKey(key)
-	if err := store.SetKey(ctx, g.ClientID, hash, now); err != nil {
+	if _, err := store.SetKey(ctx, g.ClientID, hash, now, 0); err != nil {
 		return failf(stderr, "clients grant: %v", err)
 	}
 	fmt.Fprintf(stderr, "client %s: %d hours allocated; API key %s below, shown only this once\n", g.ClientID, g.AllocatedHours, hash.Fingerprint())

@@ -352,7 +352,8 @@ func grant(ctx context.Context, store *ledger.Store, clientID string, hours int)
 		return "", err
 	}
 	hash, _ := credential.HashAPIKey(key)
-	return key, store.SetKey(ctx, clientID, hash, time.Now())
+	_, err = store.SetKey(ctx, clientID, hash, time.Now(), 0)
+	return key, err
 }
 
 // serve runs h on a loopback port with the server settings of evalmeter api.

@@ -217,12 +217,15 @@ func (s *Store) Release(ctx context.Context, clientID string, holder Holder, now
 			return err
 		}
 		held = true
-		if _, err := tx.Exec(ctx, `UPDATE api_keys SET revoked_at = $2 WHERE client_id = $1 AND revoked_at IS NULL`, clientID, now); err != nil {
+		// Keys in their grace period too: deletion revokes at once.
+		if _, err := tx.Exec(ctx, `
+			UPDATE api_keys SET revoked_at = $2
+			WHERE client_id = $1 AND (revoked_at IS NULL OR revoked_at > $2)`, clientID, now); err != nil {
 			return err
 		}
 		_, err = tx.Exec(ctx, `
 			UPDATE sessions SET ended_at = $2
-			WHERE client_id = $1 AND ended_at IS NULL AND expires_at > $2`, clientID, now)
+			WHERE client_id = $1 AND (ended_at IS NULL OR ended_at > $2) AND expires_at > $2`, clientID, now)
 		return err
 	})
 	return held, err
@@ -248,22 +251,39 @@ var (
 	ErrKeyTaken = fmt.Errorf("%w: this API key belongs to another client; put a new key in its place", ErrInvalid)
 )
 
-// SetKey makes hash the client's one active API key: it is added if new,
-// every other key of the client is revoked and the sessions those keys
-// opened end. A revoked key is refused (ErrKeyRevoked), as is a key of
+// SetKey makes hash the client's active API key: it is added if new, and
+// every other key of the client is revoked at now+grace, when the sessions
+// those keys opened end too. A key whose revocation is already set keeps
+// its time: a second rotation never extends it. A revoked key is refused
+// (ErrKeyRevoked), even one still in its grace period, as is a key of
 // another client (ErrKeyTaken). Calling it again with the active key reads
 // and writes nothing.
-func (s *Store) SetKey(ctx context.Context, clientID string, hash credential.KeyHash, now time.Time) error {
+//
+// It returns the time by which every other key of the client is revoked,
+// when that is after now: the end of the grace periods still running.
+func (s *Store) SetKey(ctx context.Context, clientID string, hash credential.KeyHash, now time.Time, grace time.Duration) (pendingUntil time.Time, err error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	var active, others int
-	err := s.pool.QueryRow(ctx, `
-		SELECT count(*) FILTER (WHERE key_sha256 = $2), count(*) FILTER (WHERE key_sha256 <> $2)
-		FROM api_keys WHERE client_id = $1 AND revoked_at IS NULL`, clientID, hash[:]).Scan(&active, &others)
-	if err != nil || active == 1 && others == 0 {
-		return err
+	var pending *time.Time
+	err = s.pool.QueryRow(ctx, `
+		SELECT count(*) FILTER (WHERE revoked_at IS NULL AND key_sha256 = $2),
+		       count(*) FILTER (WHERE revoked_at IS NULL AND key_sha256 <> $2),
+		       max(revoked_at) FILTER (WHERE revoked_at > $3)
+		FROM api_keys WHERE client_id = $1`, clientID, hash[:], now).Scan(&active, &others, &pending)
+	if err != nil {
+		return time.Time{}, err
 	}
-	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	if active == 1 && others == 0 {
+		return orZero(pending), nil
+	}
+	revokeAt := now.Add(max(grace, 0))
+	if grace > 0 && !revokeAt.Truncate(time.Second).Equal(revokeAt) {
+		// Up to a whole second, as Kubernetes shows times: the deadline in an
+		// agreement's status is the exact one, never a moment early.
+		revokeAt = revokeAt.Truncate(time.Second).Add(time.Second)
+	}
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var owner string
 		var revoked bool
 		err := tx.QueryRow(ctx, `SELECT client_id, revoked_at IS NOT NULL FROM api_keys WHERE key_sha256 = $1`, hash[:]).Scan(&owner, &revoked)
@@ -280,15 +300,28 @@ func (s *Store) SetKey(ctx context.Context, clientID string, hash credential.Key
 			return err
 		}
 		if _, err = tx.Exec(ctx, `
-			UPDATE api_keys SET revoked_at = $3
-			WHERE client_id = $1 AND key_sha256 <> $2 AND revoked_at IS NULL`, clientID, hash[:], now); err != nil {
+			WITH revoked AS (
+				UPDATE api_keys SET revoked_at = $3
+				WHERE client_id = $1 AND key_sha256 <> $2 AND revoked_at IS NULL
+				RETURNING key_sha256)
+			UPDATE sessions SET ended_at = $3
+			WHERE key_sha256 IN (SELECT key_sha256 FROM revoked) AND ended_at IS NULL AND expires_at > $4`,
+			clientID, hash[:], revokeAt, now); err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `
-			UPDATE sessions SET ended_at = $3
-			WHERE client_id = $1 AND key_sha256 <> $2 AND ended_at IS NULL AND expires_at > $3`, clientID, hash[:], now)
-		return err
+		return tx.QueryRow(ctx, `SELECT max(revoked_at) FROM api_keys WHERE client_id = $1 AND revoked_at > $2`, clientID, now).Scan(&pending)
 	})
+	if err != nil {
+		return time.Time{}, err
+	}
+	return orZero(pending), nil
+}
+
+func orZero(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return *t
 }
 
 // Client returns the client with this id, or ErrNotFound.
@@ -305,16 +338,16 @@ func (s *Store) Client(ctx context.Context, clientID string) (Client, error) {
 	return c, err
 }
 
-// ClientByKey returns the client holding the active key with this hash, or
-// ErrNotFound.
-func (s *Store) ClientByKey(ctx context.Context, hash credential.KeyHash) (Client, error) {
+// ClientByKey returns the client holding the key with this hash, unless the
+// key is revoked at now: ErrNotFound then, as when there is no such key.
+func (s *Store) ClientByKey(ctx context.Context, hash credential.KeyHash, now time.Time) (Client, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	var c Client
 	err := s.pool.QueryRow(ctx, `
 		SELECT c.client_id, c.allocated_hours, c.consumed_hours, c.valid_until
 		FROM api_keys k JOIN clients c USING (client_id)
-		WHERE k.key_sha256 = $1 AND k.revoked_at IS NULL`, hash[:]).
+		WHERE k.key_sha256 = $1 AND (k.revoked_at IS NULL OR k.revoked_at > $2)`, hash[:], now).
 		Scan(&c.ID, &c.AllocatedHours, &c.ConsumedHours, &c.ValidUntil)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Client{}, ErrNotFound
@@ -330,7 +363,9 @@ func (s *Store) Usage(ctx context.Context, clientID string, now time.Time) (Usag
 	u := Usage{ClientID: clientID}
 	err := s.pool.QueryRow(ctx, `
 		SELECT allocated_hours, consumed_hours,
-		       (SELECT count(*) FROM sessions WHERE client_id = $1 AND expires_at > $2 AND ended_at IS NULL),
+		       (SELECT count(*) FROM sessions s LEFT JOIN api_keys k USING (key_sha256)
+		        WHERE s.client_id = $1 AND s.expires_at > $2 AND coalesce(s.ended_at, 'infinity') > $2
+		          AND coalesce(k.revoked_at, 'infinity') > $2),
 		       low_credit_threshold
 		FROM clients WHERE client_id = $1`, clientID, now).
 		Scan(&u.AllocatedHours, &u.ConsumedHours, &u.ActiveSessions, &u.LowCreditThreshold)

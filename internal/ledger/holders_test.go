@@ -97,7 +97,7 @@ func TestRevocationEndsSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 	k1, k2 := sha256.Sum256([]byte("one")), sha256.Sum256([]byte("two"))
-	must(t, s.SetKey(ctx, "acme", k1, t0))
+	mustSetKey(t, s, "acme", k1, t0)
 	n := 0
 	open := func(key credential.KeyHash) string {
 		n++
@@ -108,12 +108,12 @@ func TestRevocationEndsSessions(t *testing.T) {
 		return id
 	}
 	byOld := open(k1)
-	must(t, s.SetKey(ctx, "acme", k2, t0.Add(time.Minute)))
+	mustSetKey(t, s, "acme", k2, t0.Add(time.Minute))
 	byNew := open(k2)
-	if _, err := s.Session(ctx, byOld); !errors.Is(err, ledger.ErrSessionEnded) || !errors.Is(err, ledger.ErrNotFound) {
+	if _, err := s.Session(ctx, byOld, t0.Add(2*time.Minute)); !errors.Is(err, ledger.ErrSessionEnded) || !errors.Is(err, ledger.ErrNotFound) {
 		t.Errorf("a session of the rotated key: %v, want ErrSessionEnded", err)
 	}
-	if sess, err := s.Session(ctx, byNew); err != nil || sess.Key != k2 {
+	if sess, err := s.Session(ctx, byNew, t0.Add(2*time.Minute)); err != nil || sess.Key != k2 {
 		t.Errorf("a session of the new key: %+v, %v", sess, err)
 	}
 	if u, _ := s.Usage(ctx, "acme", t0.Add(2*time.Minute)); u.ActiveSessions != 1 || u.ConsumedHours != 2 {
@@ -123,10 +123,10 @@ func TestRevocationEndsSessions(t *testing.T) {
 	if ok, err := s.Release(ctx, "acme", h, t0.Add(2*time.Minute)); !ok || err != nil {
 		t.Fatal(ok, err)
 	}
-	if _, err := s.Session(ctx, byNew); !errors.Is(err, ledger.ErrSessionEnded) {
+	if _, err := s.Session(ctx, byNew, t0.Add(2*time.Minute)); !errors.Is(err, ledger.ErrSessionEnded) {
 		t.Errorf("a session after its client was released: %v, want ErrSessionEnded", err)
 	}
-	if _, err := s.ClientByKey(ctx, k2); !errors.Is(err, ledger.ErrNotFound) {
+	if _, err := s.ClientByKey(ctx, k2, t0.Add(2*time.Minute)); !errors.Is(err, ledger.ErrNotFound) {
 		t.Errorf("the key after its client was released: %v", err)
 	}
 	if ended := query[int](t, url, `SELECT count(*)::int FROM sessions WHERE ended_at IS NOT NULL`); ended[0] != 2 {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/evalmeter/evalmeter/internal/credential"
 	"github.com/evalmeter/evalmeter/internal/ledger"
 	"github.com/evalmeter/evalmeter/internal/pgtest"
 )
@@ -99,35 +100,35 @@ func TestKeys(t *testing.T) {
 		}
 	}
 	k1, k2 := sha256.Sum256([]byte("one")), sha256.Sum256([]byte("two"))
-	must(t, s.SetKey(ctx, "acme", k1, t0))
+	mustSetKey(t, s, "acme", k1, t0)
 	keyRows := `SELECT xmin::text || '/' || xmax::text FROM api_keys ORDER BY key_sha256`
 	rows := query[string](t, url, keyRows)
-	must(t, s.SetKey(ctx, "acme", k1, t0.Add(time.Minute))) // idempotent, and writes nothing
+	mustSetKey(t, s, "acme", k1, t0.Add(time.Minute)) // idempotent, and writes nothing
 	if again := query[string](t, url, keyRows); !slices.Equal(rows, again) {
 		t.Errorf("setting the active key again wrote its row: xmin/xmax %v, then %v", rows, again)
 	}
-	if c, err := s.ClientByKey(ctx, k1); err != nil || c.ID != "acme" || c.Key != k1 {
+	if c, err := s.ClientByKey(ctx, k1, t0); err != nil || c.ID != "acme" || c.Key != k1 {
 		t.Fatalf("ClientByKey(k1) = %+v, %v", c, err)
 	}
 	// Rotation: the new key works, the old one is revoked.
-	must(t, s.SetKey(ctx, "acme", k2, t0))
-	if _, err := s.ClientByKey(ctx, k1); !errors.Is(err, ledger.ErrNotFound) {
+	mustSetKey(t, s, "acme", k2, t0)
+	if _, err := s.ClientByKey(ctx, k1, t0); !errors.Is(err, ledger.ErrNotFound) {
 		t.Errorf("old key after rotation: %v, want ErrNotFound", err)
 	}
-	if _, err := s.ClientByKey(ctx, k2); err != nil {
+	if _, err := s.ClientByKey(ctx, k2, t0); err != nil {
 		t.Errorf("new key after rotation: %v", err)
 	}
 	// A revoked key never comes back, and the active one stays.
-	if err := s.SetKey(ctx, "acme", k1, t0); !errors.Is(err, ledger.ErrKeyRevoked) || !errors.Is(err, ledger.ErrInvalid) || ledger.Unavailable(err) {
+	if _, err := s.SetKey(ctx, "acme", k1, t0, 0); !errors.Is(err, ledger.ErrKeyRevoked) || !errors.Is(err, ledger.ErrInvalid) || ledger.Unavailable(err) {
 		t.Errorf("putting a revoked key back: %v, want ErrKeyRevoked", err)
 	}
-	if _, err := s.ClientByKey(ctx, k1); !errors.Is(err, ledger.ErrNotFound) {
+	if _, err := s.ClientByKey(ctx, k1, t0); !errors.Is(err, ledger.ErrNotFound) {
 		t.Errorf("a revoked key was reinstated: %v", err)
 	}
-	if _, err := s.ClientByKey(ctx, k2); err != nil {
+	if _, err := s.ClientByKey(ctx, k2, t0); err != nil {
 		t.Errorf("the active key after a refused revoked one: %v", err)
 	}
-	if err := s.SetKey(ctx, "other", k2, t0); !errors.Is(err, ledger.ErrKeyTaken) || ledger.Unavailable(err) {
+	if _, err := s.SetKey(ctx, "other", k2, t0, 0); !errors.Is(err, ledger.ErrKeyTaken) || ledger.Unavailable(err) {
 		t.Errorf("a key of acme given to another client: %v, want ErrKeyTaken", err)
 	}
 }
@@ -255,6 +256,14 @@ func pgxExec(t *testing.T, url, sql string) (int64, error) {
 func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// mustSetKey makes hash the client's key, revoking the others at once.
+func mustSetKey(t *testing.T, s *ledger.Store, clientID string, hash credential.KeyHash, now time.Time) {
+	t.Helper()
+	if _, err := s.SetKey(t.Context(), clientID, hash, now, 0); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -22,7 +22,8 @@ type Session struct {
 }
 
 // ErrSessionEnded is a session ended before its window closed, because the
-// API key that opened it was revoked.
+// API key that opened it was revoked (at the end of its grace period, if
+// it had one).
 var ErrSessionEnded = fmt.Errorf("%w: the session was ended because its API key was revoked", ErrNotFound)
 
 // OpenSession opens s for its client under idempotencyKey, consuming one
@@ -42,9 +43,10 @@ func (s *Store) OpenSession(ctx context.Context, idempotencyKey string, sess Ses
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		// A key in its grace period opens sessions that end with it.
 		tag, err := tx.Exec(ctx, `
-			INSERT INTO sessions (id, client_id, idempotency_key, issued_at, expires_at, token_key_id, key_sha256)
-			VALUES ($1, $2, $3, $4, $5, $6, $7)
+			INSERT INTO sessions (id, client_id, idempotency_key, issued_at, expires_at, token_key_id, key_sha256, ended_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, (SELECT revoked_at FROM api_keys WHERE key_sha256 = $7))
 			ON CONFLICT (client_id, idempotency_key) DO NOTHING`,
 			sess.ID, sess.ClientID, idempotencyKey, sess.IssuedAt, sess.ExpiresAt, sess.TokenKeyID, key)
 		if err != nil {
@@ -53,7 +55,7 @@ func (s *Store) OpenSession(ctx context.Context, idempotencyKey string, sess Ses
 		if tag.RowsAffected() == 0 {
 			replay = true
 			opened, err = scanSession(tx.QueryRow(ctx, sessionColumns+`
-				FROM sessions WHERE client_id = $1 AND idempotency_key = $2`, sess.ClientID, idempotencyKey))
+				FROM sessions s WHERE client_id = $1 AND idempotency_key = $2`, sess.ClientID, idempotencyKey))
 			return err
 		}
 		tag, err = tx.Exec(ctx, `
@@ -78,22 +80,27 @@ func (s *Store) OpenSession(ctx context.Context, idempotencyKey string, sess Ses
 }
 
 // Session returns the session with this id: ErrNotFound when there is
-// none, ErrSessionEnded when its key was revoked.
-func (s *Store) Session(ctx context.Context, id string) (Session, error) {
+// none, ErrSessionEnded when it ended by now because its key was revoked.
+//
+// The key's revocation is read too, not only the session's ended_at: a
+// session opened while its key was being revoked ends with the key.
+func (s *Store) Session(ctx context.Context, id string, now time.Time) (Session, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	var ended *time.Time
-	sess, err := scanSession(s.pool.QueryRow(ctx, sessionColumns+`, ended_at FROM sessions WHERE id = $1`, id), &ended)
+	var ended bool
+	sess, err := scanSession(s.pool.QueryRow(ctx, sessionColumns+`,
+		coalesce(s.ended_at, 'infinity') <= $2 OR coalesce(k.revoked_at, 'infinity') <= $2
+		FROM sessions s LEFT JOIN api_keys k USING (key_sha256) WHERE s.id = $1`, id, now), &ended)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return Session{}, ErrNotFound
-	case err == nil && ended != nil:
+	case err == nil && ended:
 		return Session{}, ErrSessionEnded
 	}
 	return sess, err
 }
 
-const sessionColumns = `SELECT id, client_id, issued_at, expires_at, token_key_id, coalesce(key_sha256, '')`
+const sessionColumns = `SELECT s.id, s.client_id, s.issued_at, s.expires_at, s.token_key_id, coalesce(s.key_sha256, '')`
 
 func scanSession(row pgx.Row, more ...any) (Session, error) {
 	var s Session
