@@ -48,6 +48,9 @@ func (s *Server) endpoint(route string, h handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		info := requestInfoFrom(r)
 		info.route = route
+		if s.traced {
+			nameSpan(r)
+		}
 		err := h(w, r)
 		if err == nil {
 			return
@@ -101,7 +104,7 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 			status := strconv.Itoa(code)
 			s.telemetry.requests.WithLabelValues(info.route, r.Method, status).Inc()
 			s.telemetry.duration.WithLabelValues(info.route, status).Observe(elapsed.Seconds())
-			s.log.LogAttrs(r.Context(), level, "request",
+			attrs := []slog.Attr{
 				slog.String("request_id", info.id),
 				slog.String("method", r.Method),
 				slog.String("route", info.route),
@@ -109,7 +112,11 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 				slog.Float64("duration_ms", float64(elapsed.Microseconds())/1000),
 				slog.String("client_id", info.clientID),
 				slog.String("session_id", info.sessionID),
-			)
+			}
+			if s.traced {
+				attrs = append(attrs, traceAttrs(r)...)
+			}
+			s.log.LogAttrs(r.Context(), level, "request", attrs...)
 		}()
 		next.ServeHTTP(rec, r)
 	})

@@ -14,6 +14,8 @@ import (
 
 	"github.com/gorilla/mux"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/evalmeter/evalmeter/api"
 	"github.com/evalmeter/evalmeter/internal/credential"
@@ -36,6 +38,12 @@ type Config struct {
 	Random   io.Reader
 	Logger   *slog.Logger
 	Registry prometheus.Registerer
+	// TracerProvider, when set, gives each request a span named after its
+	// route, and its log line the trace_id and span_id. nil: no tracing.
+	TracerProvider trace.TracerProvider
+	// Propagator reads a caller's trace context; nil: W3C tracecontext
+	// and baggage.
+	Propagator propagation.TextMapPropagator
 }
 
 // Server serves the API. Create it with New.
@@ -48,6 +56,7 @@ type Server struct {
 	telemetry *telemetry
 	schema    []byte // the schema document, built once
 	handler   http.Handler
+	traced    bool // Config.TracerProvider was set
 }
 
 // New builds the server; it fails only on a bad Config.
@@ -79,6 +88,10 @@ func New(cfg Config) (*Server, error) {
 		schema:    schema,
 	}
 	s.handler = s.routes()
+	if cfg.TracerProvider != nil {
+		s.traced = true
+		s.handler = traced(s.handler, cfg.TracerProvider, cfg.Propagator)
+	}
 	return s, nil
 }
 

@@ -21,11 +21,15 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/evalmeter/evalmeter/internal/credential"
 	"github.com/evalmeter/evalmeter/internal/ledger"
+	"github.com/evalmeter/evalmeter/internal/tracing"
 	"github.com/evalmeter/evalmeter/server"
 )
 
@@ -152,7 +156,27 @@ func runAPI(ctx context.Context, cfg *apiConfig, log *slog.Logger) error {
 		}
 		log.Info("database migrated")
 	}
-	store, err := ledger.Open(ctx, cfg.databaseURL, ledger.Options{Timeout: cfg.dbTimeout, MaxConns: cfg.dbMaxConns})
+	// Tracing, when OTEL_* asks for it, is flushed last: after the drain,
+	// the last requests' spans included.
+	tr, err := tracing.Setup(ctx, version)
+	if err != nil {
+		return err
+	}
+	var tp trace.TracerProvider // nil: no tracing
+	var propagator propagation.TextMapPropagator
+	if tr != nil {
+		defer func() {
+			if err := tr.Shutdown(context.Background()); err != nil {
+				log.Warn("tracing at exit", "error", err)
+			}
+		}()
+		// The exporters report through OpenTelemetry's globals: into our log.
+		otel.SetLogger(logr.FromSlogHandler(log.Handler()))
+		otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Warn("exporting spans failed", "error", err) }))
+		tp, propagator = tr.Provider, tr.Propagator
+		log.Info("tracing on", "exporter", tr.Exporter, "protocol", tr.Protocol, "endpoint", tr.Endpoint)
+	}
+	store, err := ledger.Open(ctx, cfg.databaseURL, ledger.Options{Timeout: cfg.dbTimeout, MaxConns: cfg.dbMaxConns, TracerProvider: tp})
 	if err != nil {
 		return err
 	}
@@ -166,6 +190,7 @@ func runAPI(ctx context.Context, cfg *apiConfig, log *slog.Logger) error {
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	srv, err := server.New(server.Config{
 		Ledger: store, Tokens: tokens, Now: time.Now, Random: rand.Reader, Logger: log, Registry: registry,
+		TracerProvider: tp, Propagator: propagator,
 	})
 	if err != nil {
 		return err

@@ -14,7 +14,7 @@ import (
 	"github.com/evalmeter/evalmeter/internal/ledger"
 )
 
-const clientsUsage = `clients grant --client-id ID --hours N [--valid-until RFC3339] [--order-reference REF] [--low-credit-threshold N] [--rotate-key]
+const clientsUsage = `clients grant --client-id ID --hours N [--valid-until RFC3339] [--order-reference REF] [--low-credit-threshold N] [--rotate-key [--rotation-grace D]]
        evalmeter clients show --client-id ID
        evalmeter clients events --client-id ID [--since TIME] [--output json|csv]
        evalmeter clients report --month YYYY-MM [--output json|csv]`
@@ -32,6 +32,7 @@ func clients(args []string, stdout, stderr io.Writer) int {
 	hours := fs.Int("hours", -1, "grant: evaluation-hour credits allocated under the written order(s), in all")
 	validUntil := fs.String("valid-until", "", "grant: end of the agreement (RFC 3339); empty for none")
 	rotate := fs.Bool("rotate-key", false, "grant: issue a new API key for an existing client and revoke its others")
+	grace := fs.Duration("rotation-grace", 0, "grant --rotate-key: how long the replaced keys keep working, up to 720h; 0 revokes them at once")
 	order := fs.String("order-reference", "", "grant: the written order the allocation is under, kept with its credit event")
 	lowCredit := fs.Int("low-credit-threshold", -1, "grant: warn the client (a header on usage) at or below this many remaining hours; -1 for never")
 	since := fs.String("since", "", "events: only events at or after this time (RFC 3339 or YYYY-MM-DD, UTC)")
@@ -79,6 +80,9 @@ func clients(args []string, stdout, stderr io.Writer) int {
 	if err := g.Validate(); err != nil {
 		return failf(stderr, "clients grant: %v", err)
 	}
+	if *grace < 0 || *grace > 720*time.Hour {
+		return failf(stderr, "clients grant: --rotation-grace %s: use a duration from 0s to 720h", *grace)
+	}
 	now := time.Now()
 	created, err := store.UpsertClient(ctx, g, now)
 	if err != nil {
@@ -93,8 +97,12 @@ func clients(args []string, stdout, stderr io.Writer) int {
 		return failf(stderr, "clients grant: %v", err)
 	}
 	hash, _ := credential.HashAPIKey(key)
-	if _, err := store.SetKey(ctx, g.ClientID, hash, now, 0); err != nil {
+	pendingUntil, err := store.SetKey(ctx, g.ClientID, hash, now, *grace)
+	if err != nil {
 		return failf(stderr, "clients grant: %v", err)
+	}
+	if !pendingUntil.IsZero() {
+		fmt.Fprintf(stderr, "client %s: the replaced API key works until %s, then is revoked\n", g.ClientID, pendingUntil.UTC().Format(time.RFC3339))
 	}
 	fmt.Fprintf(stderr, "client %s: %d hours allocated; API key %s below, shown only this once\n", g.ClientID, g.AllocatedHours, hash.Fingerprint())
 	fmt.Fprintln(stdout, key)

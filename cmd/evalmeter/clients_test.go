@@ -37,9 +37,13 @@ func TestClients(t *testing.T) {
 	if status, out, stderr := evalmeter("clients", "grant", "--client-id", "acme", "--hours", "12"); status != 0 || out != "" || !strings.Contains(stderr, "unchanged") {
 		t.Errorf("regrant: %d, stdout %q, stderr %q", status, out, stderr)
 	}
-	status, rotated, _ := evalmeter("clients", "grant", "--client-id", "acme", "--hours", "12", "--rotate-key")
-	if status != 0 || !keyLine.MatchString(rotated) || rotated == first {
-		t.Errorf("rotate: %d %q", status, rotated)
+	status, rotated, stderr := evalmeter("clients", "grant", "--client-id", "acme", "--hours", "12", "--rotate-key", "--rotation-grace", "1h")
+	if status != 0 || !keyLine.MatchString(rotated) || rotated == first || !strings.Contains(stderr, "the replaced API key works until") {
+		t.Errorf("rotate with a grace period: %d %q %q", status, rotated, stderr)
+	}
+	status, again, stderr := evalmeter("clients", "grant", "--client-id", "acme", "--hours", "12", "--rotate-key")
+	if status != 0 || !keyLine.MatchString(again) || again == rotated || !strings.Contains(stderr, "the replaced API key works until") {
+		t.Errorf("rotate at once during the first grace period (which still runs): %d %q %q", status, again, stderr)
 	}
 
 	status, out, stderr := evalmeter("clients", "show", "--client-id", "acme")
@@ -63,6 +67,7 @@ func TestClients(t *testing.T) {
 		{"clients", "grant", "--client-id", "acme", "--hours", "1", "--valid-until", "next june"},
 		{"clients", "show", "--client-id", "nobody"},
 		{"clients", "delete", "--client-id", "acme"},
+		{"clients", "grant", "--client-id", "acme", "--hours", "1", "--rotate-key", "--rotation-grace", "721h"},
 	} {
 		if status, out, stderr := evalmeter(args...); status != 2 || out != "" || stderr == "" {
 			t.Errorf("%v: %d, stdout %q, stderr %q; want 2 and a reason", args, status, out, stderr)

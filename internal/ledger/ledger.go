@@ -14,10 +14,14 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/multitracer"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/evalmeter/evalmeter/internal/tracing/pgxtrace"
 )
 
 //go:embed migrations/*.sql
@@ -54,6 +58,10 @@ type Options struct {
 	MaxConns int32
 	// Tracer, when set, sees every query (metrics, tests counting queries).
 	Tracer pgx.QueryTracer
+	// TracerProvider, when set, gives each query of a traced request a span
+	// with its SQL, never its arguments (pgxtrace). Tracer still sees every
+	// query.
+	TracerProvider trace.TracerProvider
 }
 
 // Open connects to the database at url. It does not migrate.
@@ -74,7 +82,12 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		cfg.MaxConns = opts.MaxConns
 		cfg.MinConns = min(cfg.MinConns, opts.MaxConns)
 	}
-	if opts.Tracer != nil {
+	switch {
+	case opts.TracerProvider != nil && opts.Tracer != nil:
+		cfg.ConnConfig.Tracer = multitracer.New(pgxtrace.New(opts.TracerProvider), opts.Tracer)
+	case opts.TracerProvider != nil:
+		cfg.ConnConfig.Tracer = pgxtrace.New(opts.TracerProvider)
+	case opts.Tracer != nil:
 		cfg.ConnConfig.Tracer = opts.Tracer
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
