@@ -124,6 +124,7 @@ func TestKind(t *testing.T) {
 		},
 	}
 	svc.waitUntilServing(t)
+	checkOperations(t, e, ns, svc, kubectl, func(yaml string) { run([]byte(yaml), e.kubectl, "-n", ns, "apply", "-f", "-") })
 
 	// The agreement: two credits, valid for a day.
 	validUntil := time.Now().Add(24 * time.Hour).UTC().Format(time.RFC3339)
