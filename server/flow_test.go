@@ -2,13 +2,18 @@ package server_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	evalapi "github.com/evalmeter/evalmeter/api"
 	"github.com/evalmeter/evalmeter/internal/credential"
@@ -243,15 +248,32 @@ func TestPruneMetrics(t *testing.T) {
 		t.Fatalf("metrics: %d %s", r.status, r.body)
 	}
 
+	reg := prometheus.NewPedanticRegistry()
+	srv, err := server.New(server.Config{Ledger: e.store, Tokens: mustSigner(t), Now: e.clock.Now, Random: rand.Reader,
+		Logger: slog.New(slog.NewJSONHandler(e.logs, nil)), Registry: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
 	prune := func() {
-		srv, err := server.New(server.Config{Ledger: e.store, Tokens: mustSigner(t), Now: e.clock.Now, Random: rand.Reader,
-			Logger: slog.New(slog.NewJSONHandler(e.logs, nil))})
-		if err != nil {
-			t.Fatal(err)
-		}
 		if err := server.PruneOnce(srv, t.Context()); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// The pruning's metrics, which the chart's alert watches.
+	pruneMetrics := func(lastOK time.Time, ok, failed, pruned int) error {
+		return testutil.GatherAndCompare(reg, strings.NewReader(fmt.Sprintf(`
+# HELP evalmeter_prune_last_success_timestamp_seconds When this replica last pruned old metrics results without error, in Unix seconds; 0 before the first time.
+# TYPE evalmeter_prune_last_success_timestamp_seconds gauge
+evalmeter_prune_last_success_timestamp_seconds %d
+# HELP evalmeter_prune_runs_total Hourly prunings of old metrics results by outcome: ok, busy (another replica prunes) or error.
+# TYPE evalmeter_prune_runs_total counter
+evalmeter_prune_runs_total{result="busy"} 0
+evalmeter_prune_runs_total{result="error"} %d
+evalmeter_prune_runs_total{result="ok"} %d
+# HELP evalmeter_pruned_results_total Metrics results deleted for being older than the retention.
+# TYPE evalmeter_pruned_results_total counter
+evalmeter_pruned_results_total %d
+`, lastOK.Unix(), failed, ok, pruned)), "evalmeter_prune_last_success_timestamp_seconds", "evalmeter_prune_runs_total", "evalmeter_pruned_results_total")
 	}
 
 	e.clock.Advance(23 * time.Hour)
@@ -263,6 +285,19 @@ func TestPruneMetrics(t *testing.T) {
 	}
 	e.clock.Advance(2 * time.Hour)
 	prune()
+	if err := pruneMetrics(e.clock.Now(), 2, 0, 1); err != nil {
+		t.Errorf("after two prunings: %v", err)
+	}
+	lastOK := e.clock.Now()
+	canceled, cancel := context.WithCancel(t.Context())
+	cancel()
+	e.clock.Advance(time.Hour)
+	if err := server.PruneOnce(srv, canceled); err == nil {
+		t.Error("pruning with a canceled context succeeded")
+	}
+	if err := pruneMetrics(lastOK, 2, 1, 1); err != nil {
+		t.Errorf("after a failed pruning, the last success unchanged: %v", err)
+	}
 	s3 := a.mustOpenSession(key, idem("day-2-later"))
 	if r := a.postMetrics(s3.Session.Token, idem("m"), other); r.status != http.StatusOK || !strings.HasSuffix(string(r.body), `"idempotent_replay":false}`) {
 		t.Errorf("after 25 h the key is free again: %d %s", r.status, r.body)

@@ -13,6 +13,9 @@ type telemetry struct {
 	duration       *prometheus.HistogramVec
 	sessionsOpened prometheus.Counter
 	replays        *prometheus.CounterVec
+	pruneRuns      *prometheus.CounterVec
+	pruneLastOK    prometheus.Gauge
+	pruned         prometheus.Counter
 }
 
 func newTelemetry(reg prometheus.Registerer) (*telemetry, error) {
@@ -36,8 +39,25 @@ func newTelemetry(reg prometheus.Registerer) (*telemetry, error) {
 			Name: "evalmeter_idempotent_replays_total",
 			Help: "Responses replayed for a retried Idempotency-Key, by operation.",
 		}, []string{"operation"}),
+		pruneRuns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "evalmeter_prune_runs_total",
+			Help: "Hourly prunings of old metrics results by outcome: ok, busy (another replica prunes) or error.",
+		}, []string{"result"}),
+		// A timestamp, so that an alert on its age fires however the runs
+		// fail, even when none ever succeeded (0).
+		pruneLastOK: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "evalmeter_prune_last_success_timestamp_seconds",
+			Help: "When this replica last pruned old metrics results without error, in Unix seconds; 0 before the first time.",
+		}),
+		pruned: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "evalmeter_pruned_results_total",
+			Help: "Metrics results deleted for being older than the retention.",
+		}),
 	}
-	for _, c := range []prometheus.Collector{t.requests, t.duration, t.sessionsOpened, t.replays} {
+	for _, result := range []string{"ok", "busy", "error"} {
+		t.pruneRuns.WithLabelValues(result) // present at 0, for rate() and alerts
+	}
+	for _, c := range []prometheus.Collector{t.requests, t.duration, t.sessionsOpened, t.replays, t.pruneRuns, t.pruneLastOK, t.pruned} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
