@@ -1,0 +1,287 @@
+package charts
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"maps"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/promql/parser"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	evalmeter "github.com/evalmeter/evalmeter/client"
+	"github.com/evalmeter/evalmeter/internal/pgtest"
+	"github.com/evalmeter/evalmeter/internal/poll"
+)
+
+// TestMonitoringQueriesAgainstScrapes: every PromQL expression of the alerts
+// and of the dashboard parses with Prometheus's parser, and every metric it
+// names is one that evalmeter really exposes. The exposed names come from
+// scraping `evalmeter api` and `evalmeter controller`, run as processes on a
+// throwaway PostgreSQL and this package's API server, after a ClientAgreement
+// is provisioned and its client has opened a session and posted metrics, so
+// that the per-agreement and per-request series exist.
+func TestMonitoringQueriesAgainstScrapes(t *testing.T) {
+	used := map[string][]string{} // metric name: where it is used
+	for where, expr := range monitoringExprs(t) {
+		e, err := parser.ParseExpr(grafanaVariables.Replace(expr))
+		if err != nil {
+			t.Errorf("%s: %v\n%s", where, err, expr)
+			continue
+		}
+		parser.Inspect(e, func(node parser.Node, _ []parser.Node) error {
+			if vs, ok := node.(*parser.VectorSelector); ok {
+				name := vs.Name
+				for _, m := range vs.LabelMatchers {
+					if m.Name == model.MetricNameLabel && name == "" {
+						name = m.Value
+					}
+				}
+				used[name] = append(used[name], where)
+			}
+			return nil
+		})
+	}
+	if len(used) == 0 {
+		t.Fatal("no metric used by the alerts and the dashboard")
+	}
+	// What the dashboard must show: traffic, errors and latency, sessions,
+	// credits by client, the pool's saturation, the controller's health.
+	for _, name := range []string{"evalmeter_http_requests_total", "evalmeter_http_request_duration_seconds_bucket",
+		"evalmeter_sessions_opened_total", "evalmeter_agreement_hours", "evalmeter_db_pool_connections",
+		"evalmeter_db_pool_max_connections", "evalmeter_reconcile_errors_total", "workqueue_depth", "controller_runtime_reconcile_total"} {
+		if !slices.ContainsFunc(used[name], func(w string) bool { return strings.HasPrefix(w, "dashboard panel") }) {
+			t.Errorf("no dashboard panel shows %s", name)
+		}
+	}
+
+	exposed := scrapeEvalmeter(t)
+	for _, name := range slices.Sorted(maps.Keys(used)) {
+		if !exposed[name] {
+			slices.Sort(used[name])
+			t.Errorf("%s is not exposed by evalmeter api or controller; used by:\n  %s", name, strings.Join(used[name], "\n  "))
+		}
+	}
+	t.Logf("%d metrics used, checked against the %d series names exposed", len(used), len(exposed))
+}
+
+// scrapeEvalmeter runs the API and the controller and returns the names of
+// the series their /metrics expose (a histogram's _bucket, _sum and _count).
+func scrapeEvalmeter(t *testing.T) map[string]bool {
+	t.Helper()
+	ctx := context.Background()
+	bin := filepath.Join(t.TempDir(), "evalmeter")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/evalmeter")
+	build.Dir = ".."
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	databaseURL := pgtest.NewCluster(t).URL()
+
+	ctrllog.SetLogger(logr.Discard()) // envtest's progress lines
+	_, err := envtest.InstallCRDs(testEnv.Config, envtest.CRDInstallOptions{Paths: []string{"evalmeter/files/evalmeter.io_clientagreements.yaml"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	user, err := testEnv.AddUser(envtest.User{Name: "monitoring-test", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	config, err := user.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, config, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	metricsAddr, probeAddr, apiAddr, opsAddr := freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)
+	// The controller first: it migrates the database at start.
+	start(t, bin, []string{"DATABASE_URL=" + databaseURL, "KUBECONFIG=" + kubeconfig},
+		"controller", "--metrics-bind-address="+metricsAddr, "--metrics-secure=false",
+		"--health-probe-bind-address="+probeAddr, "--leader-elect=false", "--resync=1s")
+	waitReady(t, "http://"+probeAddr+"/readyz")
+	start(t, bin, []string{"DATABASE_URL=" + databaseURL, "EVALMETER_TOKEN_SECRET=" + strings.Repeat("monitoring-", 4)},
+		"api", "--addr="+apiAddr, "--ops-addr="+opsAddr)
+	waitReady(t, "http://"+opsAddr+"/readyz")
+
+	// An agreement with an end date, so that every per-agreement series exists.
+	const ns = "monitoring-clients"
+	objects := []*unstructured.Unstructured{
+		{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": ns}}},
+		{Object: map[string]any{
+			"apiVersion": "evalmeter.io/v1alpha1", "kind": "ClientAgreement",
+			"metadata": map[string]any{"name": "acme", "namespace": ns},
+			"spec": map[string]any{"clientID": "monitoring-acme", "allocatedHours": int64(3), "lowCreditThreshold": int64(2),
+				"validUntil": time.Now().Add(10 * 24 * time.Hour).UTC().Format(time.RFC3339)},
+		}},
+	}
+	for _, o := range objects {
+		if err := k8s.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Active: the key of its Secret is in the ledger.
+	poll.Until(t, 60*time.Second, "the agreement Active", func() error {
+		o := &unstructured.Unstructured{}
+		o.SetAPIVersion("evalmeter.io/v1alpha1")
+		o.SetKind("ClientAgreement")
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "acme"}, o); err != nil {
+			return err
+		}
+		if phase, _, _ := unstructured.NestedString(o.Object, "status", "phase"); phase != "Active" {
+			return fmt.Errorf("phase %q", phase)
+		}
+		return nil
+	})
+	var secret corev1.Secret
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "acme-api-key"}, &secret); err != nil {
+		t.Fatal(err)
+	}
+	key := string(secret.Data["api-key"])
+
+	// A session and metrics, so that the request series exist.
+	api, err := evalmeter.New("http://"+apiAddr, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	session, err := api.OpenSession(ctx, evalmeter.NewIdempotencyKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	request, err := os.ReadFile("../api/examples/metrics-request.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Twice with one key: the second is a replay, for evalmeter_idempotent_replays_total.
+	metricsKey := evalmeter.NewIdempotencyKey()
+	for range 2 {
+		if _, err := api.PostMetrics(ctx, session.Token, metricsKey, request); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	exposed := map[string]bool{}
+	var controller map[string]bool
+	poll.Until(t, 60*time.Second, "the agreement's series", func() error {
+		var err error
+		if controller, err = scrape("http://" + metricsAddr + "/metrics"); err != nil {
+			return err
+		}
+		for _, name := range []string{"evalmeter_agreement_hours", "evalmeter_agreement_valid_until_timestamp_seconds",
+			"evalmeter_agreement_low_credit_threshold_hours", "controller_runtime_reconcile_total"} {
+			if !controller[name] {
+				return fmt.Errorf("no %s yet", name)
+			}
+		}
+		return nil
+	})
+	apiNames, err := scrape("http://" + opsAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, names := range []map[string]bool{controller, apiNames} {
+		for n := range names {
+			exposed[n] = true
+		}
+	}
+	return exposed
+}
+
+// scrape returns the names of the series url exposes.
+func scrape(url string) (map[string]bool, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", url, err)
+	}
+	names := map[string]bool{}
+	for name, f := range families {
+		if len(f.GetMetric()) == 0 {
+			continue
+		}
+		switch f.GetType() {
+		case dto.MetricType_HISTOGRAM, dto.MetricType_GAUGE_HISTOGRAM:
+			names[name+"_bucket"], names[name+"_sum"], names[name+"_count"] = true, true, true
+		case dto.MetricType_SUMMARY:
+			names[name], names[name+"_sum"], names[name+"_count"] = true, true, true
+		default:
+			names[name] = true
+		}
+	}
+	return names, nil
+}
+
+// start runs evalmeter with args until the test ends, then stops it with
+// SIGINT; its output is logged if the test fails.
+func start(t *testing.T, bin string, env []string, args ...string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = 20 * time.Second
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		err := cmd.Wait()
+		if t.Failed() {
+			t.Logf("evalmeter %s (%v):\n%s", args[0], err, out.String())
+		}
+	})
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func waitReady(t *testing.T, url string) {
+	t.Helper()
+	poll.Until(t, 60*time.Second, url, func() error {
+		resp, err := http.Get(url)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("status %d", resp.StatusCode)
+		}
+		return nil
+	})
+}
