@@ -1,15 +1,11 @@
 package charts
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"maps"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -29,6 +25,7 @@ import (
 	evalmeter "github.com/evalmeter/evalmeter/client"
 	"github.com/evalmeter/evalmeter/internal/pgtest"
 	"github.com/evalmeter/evalmeter/internal/poll"
+	"github.com/evalmeter/evalmeter/internal/proctest"
 )
 
 // TestMonitoringQueriesAgainstScrapes: every PromQL expression of the alerts
@@ -87,12 +84,7 @@ func TestMonitoringQueriesAgainstScrapes(t *testing.T) {
 func scrapeEvalmeter(t *testing.T) map[string]bool {
 	t.Helper()
 	ctx := context.Background()
-	bin := filepath.Join(t.TempDir(), "evalmeter")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/evalmeter")
-	build.Dir = ".."
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := proctest.Build(t, "..")
 	databaseURL := pgtest.NewCluster(t).URL()
 
 	ctrllog.SetLogger(logr.Discard()) // envtest's progress lines
@@ -100,28 +92,17 @@ func scrapeEvalmeter(t *testing.T) map[string]bool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	user, err := testEnv.AddUser(envtest.User{Name: "monitoring-test", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	config, err := user.KubeConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kubeconfig, config, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	kubeconfig := proctest.Kubeconfig(t, testEnv, "monitoring-test")
 
-	metricsAddr, probeAddr, apiAddr, opsAddr := freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)
+	metricsAddr, probeAddr, apiAddr, opsAddr := proctest.FreeAddr(t), proctest.FreeAddr(t), proctest.FreeAddr(t), proctest.FreeAddr(t)
 	// The controller first: it migrates the database at start.
-	start(t, bin, []string{"DATABASE_URL=" + databaseURL, "KUBECONFIG=" + kubeconfig},
+	proctest.Start(t, bin, []string{"DATABASE_URL=" + databaseURL, "KUBECONFIG=" + kubeconfig},
 		"controller", "--metrics-bind-address="+metricsAddr, "--metrics-secure=false",
 		"--health-probe-bind-address="+probeAddr, "--leader-elect=false", "--resync=1s")
-	waitReady(t, "http://"+probeAddr+"/readyz")
-	start(t, bin, []string{"DATABASE_URL=" + databaseURL, "EVALMETER_TOKEN_SECRET=" + strings.Repeat("monitoring-", 4)},
+	proctest.WaitOK(t, "http://"+probeAddr+"/readyz")
+	proctest.Start(t, bin, []string{"DATABASE_URL=" + databaseURL, "EVALMETER_TOKEN_SECRET=" + strings.Repeat("monitoring-", 4)},
 		"api", "--addr="+apiAddr, "--ops-addr="+opsAddr)
-	waitReady(t, "http://"+opsAddr+"/readyz")
+	proctest.WaitOK(t, "http://"+opsAddr+"/readyz")
 
 	// An agreement with an end date, so that every per-agreement series exists.
 	const ns = "monitoring-clients"
@@ -236,52 +217,4 @@ func scrape(url string) (map[string]bool, error) {
 		}
 	}
 	return names, nil
-}
-
-// start runs evalmeter with args until the test ends, then stops it with
-// SIGINT; its output is logged if the test fails.
-func start(t *testing.T, bin string, env []string, args ...string) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
-	cmd.WaitDelay = 20 * time.Second
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		err := cmd.Wait()
-		if t.Failed() {
-			t.Logf("evalmeter %s (%v):\n%s", args[0], err, out.String())
-		}
-	})
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-func waitReady(t *testing.T, url string) {
-	t.Helper()
-	poll.Until(t, 60*time.Second, url, func() error {
-		resp, err := http.Get(url)
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("status %d", resp.StatusCode)
-		}
-		return nil
-	})
 }

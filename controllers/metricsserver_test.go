@@ -24,6 +24,7 @@ import (
 	"github.com/evalmeter/evalmeter/controllers"
 	"github.com/evalmeter/evalmeter/internal/charttest"
 	"github.com/evalmeter/evalmeter/internal/poll"
+	"github.com/evalmeter/evalmeter/internal/proctest"
 )
 
 // TestMetricsServing serves the controller's metrics as the binary does,
@@ -89,7 +90,7 @@ func TestMetricsServing(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tc.serving.BindAddress = loopbackAddr(t)
+			tc.serving.BindAddress = proctest.FreeAddr(t)
 			startMetricsManager(t, tc.serving)
 			tlsConfig := &tls.Config{RootCAs: tc.roots, InsecureSkipVerify: tc.roots == nil}
 			scraper := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConfig, ForceAttemptHTTP2: true}}
@@ -172,15 +173,4 @@ func serviceAccountToken(t *testing.T, clientset kubernetes.Interface, ns, name 
 		t.Fatalf("a token for ServiceAccount %s/%s: %v", ns, name, err)
 	}
 	return tr.Status.Token
-}
-
-// loopbackAddr is a loopback address that was free a moment ago.
-func loopbackAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }

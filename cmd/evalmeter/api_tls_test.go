@@ -24,6 +24,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/evalmeter/evalmeter/internal/pgtest"
+	"github.com/evalmeter/evalmeter/internal/proctest"
 )
 
 // TestAPIReloadsCertificate: evalmeter api serves a renewed certificate
@@ -37,7 +38,7 @@ func TestAPIReloadsCertificate(t *testing.T) {
 	secret := newMountedSecret(t, dir)
 	secret.write(selfSigned(t, "evalmeter-before"))
 
-	addr, opsAddr := freeAddr(t), freeAddr(t)
+	addr, opsAddr := proctest.FreeAddr(t), proctest.FreeAddr(t)
 	cfg := &apiConfig{
 		addr: addr, opsAddr: opsAddr, databaseURL: pgtest.NewDatabase(t), migrate: true,
 		tokenSecrets: [][]byte{[]byte(strings.Repeat("s", 32))}, dbTimeout: 2 * time.Second, grace: 5 * time.Second,
@@ -96,17 +97,6 @@ func TestAPIReloadsCertificate(t *testing.T) {
 		}
 	}
 	t.Errorf("/metrics lacks evalmeter_postgres_up 1:\n%s", metrics)
-}
-
-// freeAddr is a loopback address that was free a moment ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // mountedSecret lays out files as the kubelet mounts a Secret: tls.crt and

@@ -21,6 +21,7 @@ import (
 
 	"github.com/evalmeter/evalmeter/internal/ledger"
 	"github.com/evalmeter/evalmeter/internal/pgtest"
+	"github.com/evalmeter/evalmeter/internal/proctest"
 )
 
 // testAPI is evalmeter api serving on loopback for a test, with a client
@@ -33,7 +34,7 @@ type testAPI struct {
 // startAPI runs evalmeter api on a free loopback port until the test ends.
 func startAPI(t *testing.T, dbURL, tokenSecret string) *testAPI {
 	t.Helper()
-	addr := freeAddr(t)
+	addr := proctest.FreeAddr(t)
 	cfg := &apiConfig{
 		addr: addr, opsAddr: "127.0.0.1:0", databaseURL: dbURL, migrate: true,
 		tokenSecrets: [][]byte{[]byte(tokenSecret)}, dbTimeout: 2 * time.Second, grace: 5 * time.Second,

@@ -25,6 +25,7 @@ import (
 
 	"github.com/evalmeter/evalmeter/internal/pgtest"
 	"github.com/evalmeter/evalmeter/internal/poll"
+	"github.com/evalmeter/evalmeter/internal/proctest"
 )
 
 // TestAPITracingFromEnvironment runs evalmeter api under OTEL_* variables as
@@ -134,7 +135,7 @@ func TestAPITracingFromEnvironment(t *testing.T) {
 // done, then stops it as SIGTERM would and waits for it to return.
 func runAPIOnce(t *testing.T, log *slog.Logger, use func(addr string)) {
 	t.Helper()
-	addr, opsAddr := freeAddr(t), freeAddr(t)
+	addr, opsAddr := proctest.FreeAddr(t), proctest.FreeAddr(t)
 	cfg := &apiConfig{
 		addr: addr, opsAddr: opsAddr, databaseURL: os.Getenv("DATABASE_URL"),
 		tokenSecrets: [][]byte{[]byte(strings.Repeat("s", 32))}, dbTimeout: 5 * time.Second, grace: 5 * time.Second,

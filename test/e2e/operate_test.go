@@ -19,6 +19,7 @@ import (
 
 	"github.com/evalmeter/evalmeter/internal/credential"
 	"github.com/evalmeter/evalmeter/internal/poll"
+	"github.com/evalmeter/evalmeter/internal/proctest"
 )
 
 // checkOperations checks, on the installed chart, what a platform team
@@ -147,12 +148,7 @@ spec:
 // ends and returns 127.0.0.1:PORT.
 func portForward(t *testing.T, e kindEnv, ns, target, port string) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := proctest.FreeAddr(t)
 	_, local, _ := net.SplitHostPort(addr)
 	cmd := exec.Command(e.kubectl, "-n", ns, "port-forward", "--address", "127.0.0.1", target, local+":"+port)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+e.kubeconfig)

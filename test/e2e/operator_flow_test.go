@@ -3,12 +3,10 @@ package e2e
 
 import (
 	"bytes"
-	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -21,6 +19,7 @@ import (
 
 	"github.com/evalmeter/evalmeter/internal/pgtest"
 	"github.com/evalmeter/evalmeter/internal/poll"
+	"github.com/evalmeter/evalmeter/internal/proctest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -40,7 +39,7 @@ func TestOperatorFlow(t *testing.T) {
 			t.Fatal("no kubectl in KUBEBUILDER_ASSETS nor on PATH; run hack/envtest.sh")
 		}
 	}
-	bin := buildEvalmeter(t)
+	bin := proctest.Build(t, repo)
 	kubeconfig := startAPIServer(t, assets)
 	databaseURL := pgtest.NewDatabase(t)
 
@@ -62,13 +61,13 @@ func TestOperatorFlow(t *testing.T) {
 	run("create", "namespace", "evalmeter-system")
 	run("apply", "--dry-run=server", "-k", filepath.Join(repo, "config", "default"))
 
-	apiAddr, opsAddr, probeAddr := freeAddr(t), freeAddr(t), freeAddr(t)
-	start(t, bin, []string{"DATABASE_URL=" + databaseURL, "KUBECONFIG=" + kubeconfig},
+	apiAddr, opsAddr, probeAddr := proctest.FreeAddr(t), proctest.FreeAddr(t), proctest.FreeAddr(t)
+	proctest.Start(t, bin, []string{"DATABASE_URL=" + databaseURL, "KUBECONFIG=" + kubeconfig},
 		"controller", "--resync=1s", "--health-probe-bind-address="+probeAddr)
-	waitHTTP(t, "http://"+probeAddr+"/readyz")
-	start(t, bin, []string{"DATABASE_URL=" + databaseURL, "EVALMETER_TOKEN_SECRET=" + strings.Repeat("e2e-secret-", 4)},
+	proctest.WaitOK(t, "http://"+probeAddr+"/readyz")
+	proctest.Start(t, bin, []string{"DATABASE_URL=" + databaseURL, "EVALMETER_TOKEN_SECRET=" + strings.Repeat("e2e-secret-", 4)},
 		"api", "--addr="+apiAddr, "--ops-addr="+opsAddr)
-	waitHTTP(t, "http://"+opsAddr+"/readyz")
+	proctest.WaitOK(t, "http://"+opsAddr+"/readyz")
 
 	run("create", "namespace", "clients")
 	run("apply", "-n", "clients", "-k", filepath.Join(repo, "config", "samples"))
@@ -136,17 +135,6 @@ func TestOperatorFlow(t *testing.T) {
 	}
 }
 
-func buildEvalmeter(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "evalmeter")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/evalmeter")
-	cmd.Dir = repo
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // envtestAssets is KUBEBUILDER_ASSETS, or the directory hack/envtest.sh
 // builds kube-apiserver, etcd and kubectl into.
 func envtestAssets(t *testing.T) string {
@@ -170,42 +158,7 @@ func startAPIServer(t *testing.T, assets string) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { env.Stop() })
-	user, err := env.AddUser(envtest.User{Name: "operator", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	config, err := user.KubeConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(path, config, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
-// start runs evalmeter with args until the test ends, then stops it with
-// SIGTERM; its output is shown if the test fails.
-func start(t *testing.T, bin string, env []string, args ...string) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
-	cmd.WaitDelay = 20 * time.Second
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		err := cmd.Wait()
-		if t.Failed() {
-			t.Logf("evalmeter %s (%v):\n%s", args[0], err, out.String())
-		}
-	})
+	return proctest.Kubeconfig(t, env, "operator")
 }
 
 func call(t *testing.T, method, url, bearer, idemKey string, body []byte) (int, []byte) {
@@ -239,29 +192,4 @@ func request(client *http.Client, method, url, bearer, idemKey string, body []by
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	return resp.StatusCode, b, err
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-func waitHTTP(t *testing.T, url string) {
-	t.Helper()
-	poll.Until(t, 60*time.Second, url, func() error {
-		resp, err := http.Get(url)
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("status %d", resp.StatusCode)
-		}
-		return nil
-	})
 }
