@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -140,15 +141,15 @@ func (r *ClientAgreementReconciler) provision(ctx context.Context, ca *evalmeter
 	hash, err := r.ensureSecret(ctx, ca)
 	var bad invalidKeyError
 	if errors.As(err, &bad) {
-		return r.invalidKey(ca, bad.Error()), nil
+		return r.invalidKey(ca, now, bad.Error()), nil
 	}
 	if err != nil {
 		reconcileErrors.WithLabelValues(reasonKubernetes).Inc()
 		return ctrl.Result{}, err
 	}
-	pendingUntil, err := r.Ledger.SetKey(ctx, grant.ClientID, hash, now, rotationGracePeriod(ca))
+	revoked, err := r.Ledger.SetKey(ctx, grant.ClientID, hash, now, rotationGracePeriod(ca))
 	if errors.Is(err, ledger.ErrInvalid) {
-		return r.invalidKey(ca, fmt.Sprintf("Secret %s: %v; the ledger keeps the previous key", ca.Status.APIKeySecretName, err)), nil
+		return r.invalidKey(ca, now, fmt.Sprintf("Secret %s: %v; the ledger keeps the previous key", ca.Status.APIKeySecretName, err)), nil
 	}
 	var usage ledger.Usage
 	if err == nil {
@@ -167,22 +168,13 @@ func (r *ClientAgreementReconciler) provision(ctx context.Context, ca *evalmeter
 	case created:
 		r.Recorder.Eventf(ca, nil, corev1.EventTypeNormal, "Provisioned", "Provision",
 			"client %s provisioned with %d hours, key %s", grant.ClientID, grant.AllocatedHours, fingerprint)
-	case before.APIKeyFingerprint != "" && before.APIKeyFingerprint != fingerprint && pendingUntil.IsZero():
-		r.Recorder.Eventf(ca, nil, corev1.EventTypeNormal, "Rotated", "Provision",
-			"API key rotated: %s is active, %s revoked", fingerprint, before.APIKeyFingerprint)
 	case before.APIKeyFingerprint != "" && before.APIKeyFingerprint != fingerprint:
-		ca.Status.PreviousAPIKey = &evalmeterv1alpha1.PreviousAPIKey{Fingerprint: before.APIKeyFingerprint, RevokeAt: metav1.NewTime(pendingUntil)}
 		r.Recorder.Eventf(ca, nil, corev1.EventTypeNormal, "Rotated", "Provision",
-			"API key rotated: %s is active; %s keeps working until %s, then is revoked",
-			fingerprint, before.APIKeyFingerprint, pendingUntil.UTC().Format(time.RFC3339))
+			"API key rotated: %s is active; %s", fingerprint, replaced(before.APIKeyFingerprint, revoked))
 	}
 	ca.Status.APIKeyFingerprint = fingerprint
-	if prev := ca.Status.PreviousAPIKey; prev != nil && pendingUntil.IsZero() {
-		// The grace period ended: the ledger has refused the key since then.
-		r.Recorder.Eventf(ca, nil, corev1.EventTypeNormal, "Revoked", "Provision",
-			"API key %s revoked at the end of its grace period, %s", prev.Fingerprint, prev.RevokeAt.UTC().Format(time.RFC3339))
-		ca.Status.PreviousAPIKey = nil
-	}
+	r.trackRevocations(ca, fingerprint, revoked)
+	nextRevocation := r.settleRevocations(ca, now)
 
 	expired := grant.ValidUntil != nil && !now.Before(*grant.ValidUntil)
 	switch {
@@ -208,14 +200,70 @@ func (r *ClientAgreementReconciler) provision(ctx context.Context, ca *evalmeter
 
 	// Come back at validUntil to turn Expired, at the end of a grace period
 	// to report the revocation, and periodically for figures.
-	requeue := r.Resync
+	result := requeueAt(ctrl.Result{RequeueAfter: r.Resync}, now, nextRevocation)
 	if grant.ValidUntil != nil && !expired {
-		requeue = min(requeue, grant.ValidUntil.Sub(now)+time.Second)
+		result = requeueAt(result, now, *grant.ValidUntil)
 	}
-	if !pendingUntil.IsZero() {
-		requeue = min(requeue, pendingUntil.Sub(now)+time.Second)
+	return result, nil
+}
+
+// requeueAt is result, coming back by t (a second after) if that is sooner;
+// a zero t changes nothing.
+func requeueAt(result ctrl.Result, now, t time.Time) ctrl.Result {
+	if t.IsZero() {
+		return result
 	}
-	return ctrl.Result{RequeueAfter: requeue}, nil
+	if d := t.Sub(now) + time.Second; result.RequeueAfter <= 0 || d < result.RequeueAfter {
+		result.RequeueAfter = d
+	}
+	return result
+}
+
+// replaced says what became of the key a rotation replaced.
+func replaced(fingerprint string, revoked []ledger.RevokedKey) string {
+	for _, k := range revoked {
+		if k.Fingerprint == fingerprint && !k.UsableUntil.IsZero() {
+			return fmt.Sprintf("%s keeps working until %s, then is revoked", fingerprint, k.UsableUntil.UTC().Format(time.RFC3339))
+		}
+	}
+	return fingerprint + " revoked"
+}
+
+// trackRevocations lists in the status the keys SetKey left in a grace
+// period, with their deadline; a key whose grace period a rotation without
+// one cut short leaves the list with a Revoked event.
+func (r *ClientAgreementReconciler) trackRevocations(ca *evalmeterv1alpha1.ClientAgreement, active string, revoked []ledger.RevokedKey) {
+	for _, k := range revoked {
+		listed := slices.ContainsFunc(ca.Status.PreviousAPIKeys, func(p evalmeterv1alpha1.PreviousAPIKey) bool { return p.Fingerprint == k.Fingerprint })
+		ca.Status.PreviousAPIKeys = slices.DeleteFunc(ca.Status.PreviousAPIKeys, func(p evalmeterv1alpha1.PreviousAPIKey) bool { return p.Fingerprint == k.Fingerprint })
+		switch {
+		case !k.UsableUntil.IsZero():
+			ca.Status.PreviousAPIKeys = append(ca.Status.PreviousAPIKeys, evalmeterv1alpha1.PreviousAPIKey{Fingerprint: k.Fingerprint, RevokeAt: metav1.NewTime(k.UsableUntil)})
+		case listed:
+			r.Recorder.Eventf(ca, nil, corev1.EventTypeNormal, "Revoked", "Provision",
+				"API key %s revoked at once by the rotation to %s, before the end of its grace period", k.Fingerprint, active)
+		}
+	}
+}
+
+// settleRevocations takes the keys whose grace period has ended off the
+// status, with a Revoked event each (the ledger has refused them since
+// their deadline, whether or not the controller ran then), and returns the
+// next deadline, zero when none is left.
+func (r *ClientAgreementReconciler) settleRevocations(ca *evalmeterv1alpha1.ClientAgreement, now time.Time) time.Time {
+	var next time.Time
+	ca.Status.PreviousAPIKeys = slices.DeleteFunc(ca.Status.PreviousAPIKeys, func(p evalmeterv1alpha1.PreviousAPIKey) bool {
+		if p.RevokeAt.Time.After(now) {
+			if next.IsZero() || p.RevokeAt.Time.Before(next) {
+				next = p.RevokeAt.Time
+			}
+			return false
+		}
+		r.Recorder.Eventf(ca, nil, corev1.EventTypeNormal, "Revoked", "Provision",
+			"API key %s revoked at the end of its grace period, %s", p.Fingerprint, p.RevokeAt.UTC().Format(time.RFC3339))
+		return true
+	})
+	return next
 }
 
 // checkCredit sets the LowCredit condition from the ledger's figures and
@@ -293,11 +341,12 @@ func (r *ClientAgreementReconciler) conflict(ca *evalmeterv1alpha1.ClientAgreeme
 
 // invalidKey reports a Secret whose key the ledger cannot take; it waits
 // for the Secret to change.
-func (r *ClientAgreementReconciler) invalidKey(ca *evalmeterv1alpha1.ClientAgreement, msg string) ctrl.Result {
+func (r *ClientAgreementReconciler) invalidKey(ca *evalmeterv1alpha1.ClientAgreement, now time.Time, msg string) ctrl.Result {
 	r.setReady(ca, metav1.ConditionFalse, "InvalidAPIKey", msg)
 	r.Recorder.Eventf(ca, nil, corev1.EventTypeWarning, "InvalidAPIKey", "Provision", msg)
 	reconcileErrors.WithLabelValues(reasonInvalidAPIKey).Inc()
-	return ctrl.Result{}
+	// A Secret change brings the agreement back; grace periods still end.
+	return requeueAt(ctrl.Result{}, now, r.settleRevocations(ca, now))
 }
 
 func (r *ClientAgreementReconciler) ledgerUnavailable(ca *evalmeterv1alpha1.ClientAgreement, clientID string, err error) (ctrl.Result, error) {

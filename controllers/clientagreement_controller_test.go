@@ -185,12 +185,13 @@ func TestRotationGracePeriod(t *testing.T) {
 	if err := k8sClient.Update(ctx, &secret); err != nil {
 		t.Fatal(err)
 	}
-	var prev *evalmeterv1alpha1.PreviousAPIKey
+	var prev evalmeterv1alpha1.PreviousAPIKey
 	poll.Until(t, wait, "the rotation in the status", func() error {
 		ca := get(t, ns, "grace")
-		if prev = ca.Status.PreviousAPIKey; ca.Status.APIKeyFingerprint != newHash.Fingerprint() || prev == nil {
-			return fmt.Errorf("fingerprint %s, previous key %+v", ca.Status.APIKeyFingerprint, prev)
+		if keys := ca.Status.PreviousAPIKeys; ca.Status.APIKeyFingerprint != newHash.Fingerprint() || len(keys) != 1 {
+			return fmt.Errorf("fingerprint %s, previous keys %+v", ca.Status.APIKeyFingerprint, keys)
 		}
+		prev = get(t, ns, "grace").Status.PreviousAPIKeys[0]
 		return nil
 	})
 	if prev.Fingerprint != oldFingerprint || prev.RevokeAt.Time.Before(rotated.Add(grace-time.Second)) || prev.RevokeAt.Time.After(time.Now().Add(grace+time.Second)) {
@@ -219,12 +220,66 @@ func TestRotationGracePeriod(t *testing.T) {
 	if note := event(t, ns, "grace", "Revoked"); !strings.Contains(note, oldFingerprint) {
 		t.Errorf("Revoked event %q does not name the old key", note)
 	}
-	poll.Until(t, wait, "status.previousAPIKey cleared", func() error {
-		if p := get(t, ns, "grace").Status.PreviousAPIKey; p != nil {
-			return fmt.Errorf("previousAPIKey %+v", p)
+	poll.Until(t, wait, "status.previousAPIKeys cleared", func() error {
+		if p := get(t, ns, "grace").Status.PreviousAPIKeys; len(p) != 0 {
+			return fmt.Errorf("previousAPIKeys %+v", p)
 		}
 		return nil
 	})
+}
+
+// TestRotationCutsGracePeriod: a rotation without a grace period, during
+// another's, revokes both old keys at once, with events saying so.
+func TestRotationCutsGracePeriod(t *testing.T) {
+	ns := namespace(t)
+	ctx := context.Background()
+	if err := k8sClient.Create(ctx, withGrace(agreement(ns, "cut", "acme-cut", 5), time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	phase(t, ns, "cut", evalmeterv1alpha1.PhaseActive)
+	first, _ := apiKey(ns, "cut")
+	rotate := func() (string, string) {
+		t.Helper()
+		key, _ := credential.NewAPIKey(rand.Reader)
+		hash, _ := credential.HashAPIKey(key)
+		var secret corev1.Secret
+		if err := k8sClient.Get(ctx, objectKey(ns, "cut-api-key"), &secret); err != nil {
+			t.Fatal(err)
+		}
+		secret.Data = map[string][]byte{controllers.APIKeySecretKey: []byte(key)}
+		if err := k8sClient.Update(ctx, &secret); err != nil {
+			t.Fatal(err)
+		}
+		poll.Until(t, wait, "the rotation in the status", func() error {
+			if fp := get(t, ns, "cut").Status.APIKeyFingerprint; fp != hash.Fingerprint() {
+				return fmt.Errorf("fingerprint %s", fp)
+			}
+			return nil
+		})
+		return key, hash.Fingerprint()
+	}
+	second, _ := rotate()
+	if keys := get(t, ns, "cut").Status.PreviousAPIKeys; len(keys) != 1 || time.Until(keys[0].RevokeAt.Time) < 59*time.Minute {
+		t.Fatalf("previousAPIKeys %+v: want the first key, revoked in an hour", keys)
+	}
+
+	ca := get(t, ns, "cut")
+	ca.Spec.APIKey = nil // no grace period
+	if err := k8sClient.Update(ctx, ca); err != nil {
+		t.Fatal(err)
+	}
+	third, _ := rotate()
+	if keys := get(t, ns, "cut").Status.PreviousAPIKeys; len(keys) != 0 {
+		t.Errorf("previousAPIKeys %+v after a rotation without grace, want none", keys)
+	}
+	for name, want := range map[string]int{first: http.StatusUnauthorized, second: http.StatusUnauthorized, third: http.StatusOK} {
+		if got := usageStatus(t, name); got != want {
+			t.Errorf("usage with key %.12s...: %d, want %d", name, got, want)
+		}
+	}
+	if note := event(t, ns, "cut", "Revoked"); !strings.Contains(note, "revoked at once by the rotation") {
+		t.Errorf("Revoked event %q does not say the grace period was cut", note)
+	}
 }
 
 func TestExpiry(t *testing.T) {

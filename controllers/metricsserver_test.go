@@ -1,9 +1,12 @@
 package controllers_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -59,6 +62,38 @@ func TestMetricsServing(t *testing.T) {
 	if !trusted.AppendCertsFromPEM(certPEM) {
 		t.Fatal("no certificate in the generated PEM")
 	}
+
+	// The certificate from the Secret is reloaded when the kubelet updates
+	// the files: the endpoint serves the renewed one without a restart.
+	t.Run("certificate renewed", func(t *testing.T) {
+		serving := controllers.MetricsServing{BindAddress: proctest.FreeAddr(t), Secure: true, CertDir: certDir}
+		startMetricsManager(t, serving)
+		served := func() ([]byte, error) {
+			conn, err := tls.Dial("tcp", serving.BindAddress, &tls.Config{InsecureSkipVerify: true})
+			if err != nil {
+				return nil, err
+			}
+			defer conn.Close()
+			return conn.ConnectionState().PeerCertificates[0].Raw, nil
+		}
+		renewedPEM, renewedKey, err := certutil.GenerateSelfSignedCertKey("evalmeter-controller-metrics-renewed", []net.IP{{127, 0, 0, 1}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		renewed, _ := pem.Decode(renewedPEM)
+		poll.Until(t, wait, "the first certificate served", func() error { _, err := served(); return err })
+		os.WriteFile(filepath.Join(certDir, "tls.key"), renewedKey, 0o600)
+		os.WriteFile(filepath.Join(certDir, "tls.crt"), renewedPEM, 0o600)
+		poll.Until(t, wait, "the renewed certificate served", func() error {
+			raw, err := served()
+			if err == nil && !bytes.Equal(raw, renewed.Bytes) {
+				err = errors.New("still the first certificate")
+			}
+			return err
+		})
+		os.WriteFile(filepath.Join(certDir, "tls.crt"), certPEM, 0o600) // for the cases below
+		os.WriteFile(filepath.Join(certDir, "tls.key"), keyPEM, 0o600)
+	})
 
 	for _, tc := range []struct {
 		name    string

@@ -113,6 +113,9 @@ func (s *Server) openSession(w http.ResponseWriter, r *http.Request) error {
 		return newError(http.StatusPaymentRequired, codeCreditsExhausted,
 			fmt.Sprintf("client %s has no evaluation-hour credit left (%d of %d used); ask your operator for more", client.ID, client.ConsumedHours, client.AllocatedHours))
 	}
+	if errors.Is(err, ledger.ErrKeyUnusable) { // revoked since clientByKey
+		return unauthorized("the API key is not valid or has been revoked", true)
+	}
 	if err != nil {
 		return err
 	}

@@ -112,10 +112,12 @@ type ClientAgreementStatus struct {
 	// +optional
 	APIKeyFingerprint string `json:"apiKeyFingerprint,omitempty"`
 
-	// previousAPIKey is the key replaced by the last rotation, while its
-	// grace period runs.
+	// previousAPIKeys are the replaced keys whose grace period runs, with
+	// the time each is revoked.
+	// +listType=map
+	// +listMapKey=fingerprint
 	// +optional
-	PreviousAPIKey *PreviousAPIKey `json:"previousAPIKey,omitempty"`
+	PreviousAPIKeys []PreviousAPIKey `json:"previousAPIKeys,omitempty"`
 
 	// observedGeneration is the generation of the spec this status is about.
 	// +optional

@@ -97,12 +97,16 @@ func clients(args []string, stdout, stderr io.Writer) int {
 		return failf(stderr, "clients grant: %v", err)
 	}
 	hash, _ := credential.HashAPIKey(key)
-	pendingUntil, err := store.SetKey(ctx, g.ClientID, hash, now, *grace)
+	revoked, err := store.SetKey(ctx, g.ClientID, hash, now, *grace)
 	if err != nil {
 		return failf(stderr, "clients grant: %v", err)
 	}
-	if !pendingUntil.IsZero() {
-		fmt.Fprintf(stderr, "client %s: the replaced API key works until %s, then is revoked\n", g.ClientID, pendingUntil.UTC().Format(time.RFC3339))
+	for _, k := range revoked {
+		if k.UsableUntil.IsZero() {
+			fmt.Fprintf(stderr, "client %s: API key %s revoked\n", g.ClientID, k.Fingerprint)
+		} else {
+			fmt.Fprintf(stderr, "client %s: API key %s works until %s, then is revoked\n", g.ClientID, k.Fingerprint, k.UsableUntil.UTC().Format(time.RFC3339))
+		}
 	}
 	fmt.Fprintf(stderr, "client %s: %d hours allocated; API key %s below, shown only this once\n", g.ClientID, g.AllocatedHours, hash.Fingerprint())
 	fmt.Fprintln(stdout, key)

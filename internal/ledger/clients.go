@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -219,13 +221,13 @@ func (s *Store) Release(ctx context.Context, clientID string, holder Holder, now
 		held = true
 		// Keys in their grace period too: deletion revokes at once.
 		if _, err := tx.Exec(ctx, `
-			UPDATE api_keys SET revoked_at = $2
-			WHERE client_id = $1 AND (revoked_at IS NULL OR revoked_at > $2)`, clientID, now); err != nil {
+			UPDATE api_keys SET revoked_at = coalesce(revoked_at, $2), usable_until = NULL
+			WHERE client_id = $1 AND (revoked_at IS NULL OR usable_until IS NOT NULL)`, clientID, now); err != nil {
 			return err
 		}
 		_, err = tx.Exec(ctx, `
 			UPDATE sessions SET ended_at = $2
-			WHERE client_id = $1 AND (ended_at IS NULL OR ended_at > $2) AND expires_at > $2`, clientID, now)
+			WHERE client_id = $1 AND ended_at IS NULL AND expires_at > $2`, clientID, now)
 		return err
 	})
 	return held, err
@@ -251,70 +253,95 @@ var (
 	ErrKeyTaken = fmt.Errorf("%w: this API key belongs to another client; put a new key in its place", ErrInvalid)
 )
 
+// RevokedKey is a key that SetKey replaced.
+type RevokedKey struct {
+	Fingerprint string
+	// UsableUntil ends its grace period; zero: revoked at once.
+	UsableUntil time.Time
+}
+
 // SetKey makes hash the client's active API key: it is added if new, and
-// every other key of the client is revoked at now+grace, when the sessions
-// those keys opened end too. A key whose revocation is already set keeps
-// its time: a second rotation never extends it. A revoked key is refused
-// (ErrKeyRevoked), even one still in its grace period, as is a key of
-// another client (ErrKeyTaken). Calling it again with the active key reads
-// and writes nothing.
+// every other key of the client is revoked. With a grace period the keys
+// it replaces stay usable until now+grace (rounded up to a whole second,
+// as Kubernetes shows times), and so do the sessions they open; without,
+// they and their sessions end at once. A later rotation may shorten a grace
+// period that still runs, never extend it. A revoked key is refused
+// (ErrKeyRevoked), even one in its grace period, as is a key of another
+// client (ErrKeyTaken). Calling it again with the active key reads and
+// writes nothing.
 //
-// It returns the time by which every other key of the client is revoked,
-// when that is after now: the end of the grace periods still running.
-func (s *Store) SetKey(ctx context.Context, clientID string, hash credential.KeyHash, now time.Time, grace time.Duration) (pendingUntil time.Time, err error) {
+// It returns the keys it revoked or whose grace period it shortened.
+func (s *Store) SetKey(ctx context.Context, clientID string, hash credential.KeyHash, now time.Time, grace time.Duration) ([]RevokedKey, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	var active, others int
-	var pending *time.Time
-	err = s.pool.QueryRow(ctx, `
-		SELECT count(*) FILTER (WHERE revoked_at IS NULL AND key_sha256 = $2),
-		       count(*) FILTER (WHERE revoked_at IS NULL AND key_sha256 <> $2),
-		       max(revoked_at) FILTER (WHERE revoked_at > $3)
-		FROM api_keys WHERE client_id = $1`, clientID, hash[:], now).Scan(&active, &others, &pending)
-	if err != nil {
-		return time.Time{}, err
+	err := s.pool.QueryRow(ctx, `
+		SELECT count(*) FILTER (WHERE key_sha256 = $2), count(*) FILTER (WHERE key_sha256 <> $2)
+		FROM api_keys WHERE client_id = $1 AND revoked_at IS NULL`, clientID, hash[:]).Scan(&active, &others)
+	if err != nil || active == 1 && others == 0 {
+		return nil, err
 	}
-	if active == 1 && others == 0 {
-		return orZero(pending), nil
+	var usableUntil *time.Time // nil: revoked at once
+	if grace > 0 {
+		t := now.Add(grace)
+		if !t.Truncate(time.Second).Equal(t) {
+			t = t.Truncate(time.Second).Add(time.Second)
+		}
+		usableUntil = &t
 	}
-	revokeAt := now.Add(max(grace, 0))
-	if grace > 0 && !revokeAt.Truncate(time.Second).Equal(revokeAt) {
-		// Up to a whole second, as Kubernetes shows times: the deadline in an
-		// agreement's status is the exact one, never a moment early.
-		revokeAt = revokeAt.Truncate(time.Second).Add(time.Second)
-	}
+	var revoked []RevokedKey
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		revoked = nil // a retried transaction starts over
 		var owner string
-		var revoked bool
-		err := tx.QueryRow(ctx, `SELECT client_id, revoked_at IS NOT NULL FROM api_keys WHERE key_sha256 = $1`, hash[:]).Scan(&owner, &revoked)
+		var wasRevoked bool
+		err := tx.QueryRow(ctx, `SELECT client_id, revoked_at IS NOT NULL FROM api_keys WHERE key_sha256 = $1`, hash[:]).Scan(&owner, &wasRevoked)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			_, err = tx.Exec(ctx, `INSERT INTO api_keys (key_sha256, client_id, created_at) VALUES ($1, $2, $3)`, hash[:], clientID, now)
 		case err != nil:
 		case owner != clientID:
 			return ErrKeyTaken
-		case revoked:
+		case wasRevoked:
 			return ErrKeyRevoked
 		}
 		if err != nil {
 			return err
 		}
-		if _, err = tx.Exec(ctx, `
-			WITH revoked AS (
-				UPDATE api_keys SET revoked_at = $3
-				WHERE client_id = $1 AND key_sha256 <> $2 AND revoked_at IS NULL
-				RETURNING key_sha256)
-			UPDATE sessions SET ended_at = $3
-			WHERE key_sha256 IN (SELECT key_sha256 FROM revoked) AND ended_at IS NULL AND expires_at > $4`,
-			clientID, hash[:], revokeAt, now); err != nil {
+		rows, err := tx.Query(ctx, `
+			UPDATE api_keys SET revoked_at = coalesce(revoked_at, $3),
+			       usable_until = CASE WHEN $4::timestamptz IS NULL THEN NULL ELSE least(coalesce(usable_until, $4), $4) END
+			WHERE client_id = $1 AND key_sha256 <> $2 AND (revoked_at IS NULL OR usable_until > $3)
+			RETURNING key_sha256, usable_until`, clientID, hash[:], now, usableUntil)
+		if err != nil {
 			return err
 		}
-		return tx.QueryRow(ctx, `SELECT max(revoked_at) FROM api_keys WHERE client_id = $1 AND revoked_at > $2`, clientID, now).Scan(&pending)
+		var ended [][]byte // keys revoked at once, whose sessions end now
+		for rows.Next() {
+			var key []byte
+			var until *time.Time
+			if err := rows.Scan(&key, &until); err != nil {
+				return err
+			}
+			var h credential.KeyHash
+			copy(h[:], key)
+			revoked = append(revoked, RevokedKey{Fingerprint: h.Fingerprint(), UsableUntil: orZero(until)})
+			if until == nil {
+				ended = append(ended, key)
+			}
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `
+			UPDATE sessions SET ended_at = $2
+			WHERE key_sha256 = ANY($1) AND ended_at IS NULL AND expires_at > $2`, ended, now)
+		return err
 	})
 	if err != nil {
-		return time.Time{}, err
+		return nil, err
 	}
-	return orZero(pending), nil
+	slices.SortFunc(revoked, func(a, b RevokedKey) int { return strings.Compare(a.Fingerprint, b.Fingerprint) })
+	return revoked, nil
 }
 
 func orZero(t *time.Time) time.Time {
@@ -339,7 +366,8 @@ func (s *Store) Client(ctx context.Context, clientID string) (Client, error) {
 }
 
 // ClientByKey returns the client holding the key with this hash, unless the
-// key is revoked at now: ErrNotFound then, as when there is no such key.
+// key is revoked (and out of its grace period at now): ErrNotFound then, as
+// when there is no such key.
 func (s *Store) ClientByKey(ctx context.Context, hash credential.KeyHash, now time.Time) (Client, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
@@ -347,7 +375,7 @@ func (s *Store) ClientByKey(ctx context.Context, hash credential.KeyHash, now ti
 	err := s.pool.QueryRow(ctx, `
 		SELECT c.client_id, c.allocated_hours, c.consumed_hours, c.valid_until
 		FROM api_keys k JOIN clients c USING (client_id)
-		WHERE k.key_sha256 = $1 AND (k.revoked_at IS NULL OR k.revoked_at > $2)`, hash[:], now).
+		WHERE k.key_sha256 = $1 AND (k.revoked_at IS NULL OR k.usable_until > $2)`, hash[:], now).
 		Scan(&c.ID, &c.AllocatedHours, &c.ConsumedHours, &c.ValidUntil)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Client{}, ErrNotFound
@@ -364,8 +392,8 @@ func (s *Store) Usage(ctx context.Context, clientID string, now time.Time) (Usag
 	err := s.pool.QueryRow(ctx, `
 		SELECT allocated_hours, consumed_hours,
 		       (SELECT count(*) FROM sessions s LEFT JOIN api_keys k USING (key_sha256)
-		        WHERE s.client_id = $1 AND s.expires_at > $2 AND coalesce(s.ended_at, 'infinity') > $2
-		          AND coalesce(k.revoked_at, 'infinity') > $2),
+		        WHERE s.client_id = $1 AND s.expires_at > $2 AND s.ended_at IS NULL
+		          AND (k.revoked_at IS NULL OR k.usable_until > $2)),
 		       low_credit_threshold
 		FROM clients WHERE client_id = $1`, clientID, now).
 		Scan(&u.AllocatedHours, &u.ConsumedHours, &u.ActiveSessions, &u.LowCreditThreshold)

@@ -26,6 +26,10 @@ type Session struct {
 // it had one).
 var ErrSessionEnded = fmt.Errorf("%w: the session was ended because its API key was revoked", ErrNotFound)
 
+// ErrKeyUnusable is a session refused because its API key was revoked
+// after the caller authenticated it.
+var ErrKeyUnusable = fmt.Errorf("%w: the API key was revoked", ErrNotFound)
+
 // OpenSession opens s for its client under idempotencyKey, consuming one
 // credit, in one transaction. When the client already opened a session
 // under that key, it returns that session with replay true and consumes
@@ -43,10 +47,15 @@ func (s *Store) OpenSession(ctx context.Context, idempotencyKey string, sess Ses
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		// A key in its grace period opens sessions that end with it.
+		// Only while the key is usable: one revoked since the caller checked
+		// it opens nothing and costs nothing. FOR SHARE orders this with a
+		// concurrent revocation: either it waits and sees the key revoked, or
+		// the revocation waits and ends this session with the key's others.
 		tag, err := tx.Exec(ctx, `
-			INSERT INTO sessions (id, client_id, idempotency_key, issued_at, expires_at, token_key_id, key_sha256, ended_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, (SELECT revoked_at FROM api_keys WHERE key_sha256 = $7))
+			INSERT INTO sessions (id, client_id, idempotency_key, issued_at, expires_at, token_key_id, key_sha256)
+			SELECT $1, $2, $3, $4, $5, $6, $7::bytea
+			WHERE $7::bytea IS NULL OR EXISTS (
+				SELECT FROM api_keys WHERE key_sha256 = $7 AND (revoked_at IS NULL OR usable_until > $4) FOR SHARE)
 			ON CONFLICT (client_id, idempotency_key) DO NOTHING`,
 			sess.ID, sess.ClientID, idempotencyKey, sess.IssuedAt, sess.ExpiresAt, sess.TokenKeyID, key)
 		if err != nil {
@@ -56,6 +65,9 @@ func (s *Store) OpenSession(ctx context.Context, idempotencyKey string, sess Ses
 			replay = true
 			opened, err = scanSession(tx.QueryRow(ctx, sessionColumns+`
 				FROM sessions s WHERE client_id = $1 AND idempotency_key = $2`, sess.ClientID, idempotencyKey))
+			if errors.Is(err, pgx.ErrNoRows) {
+				return ErrKeyUnusable
+			}
 			return err
 		}
 		tag, err = tx.Exec(ctx, `
@@ -80,16 +92,17 @@ func (s *Store) OpenSession(ctx context.Context, idempotencyKey string, sess Ses
 }
 
 // Session returns the session with this id: ErrNotFound when there is
-// none, ErrSessionEnded when it ended by now because its key was revoked.
+// none, ErrSessionEnded when it ended because its key was revoked (at the
+// end of the key's grace period, if it had one, by now).
 //
-// The key's revocation is read too, not only the session's ended_at: a
-// session opened while its key was being revoked ends with the key.
+// The key's revocation is read too, not only the session's ended_at: the
+// sessions of a key in its grace period end with it.
 func (s *Store) Session(ctx context.Context, id string, now time.Time) (Session, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	var ended bool
 	sess, err := scanSession(s.pool.QueryRow(ctx, sessionColumns+`,
-		coalesce(s.ended_at, 'infinity') <= $2 OR coalesce(k.revoked_at, 'infinity') <= $2
+		s.ended_at IS NOT NULL OR k.revoked_at IS NOT NULL AND coalesce(k.usable_until, '-infinity') <= $2
 		FROM sessions s LEFT JOIN api_keys k USING (key_sha256) WHERE s.id = $1`, id, now), &ended)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):

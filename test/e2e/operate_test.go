@@ -123,8 +123,8 @@ spec:
 	patch := fmt.Sprintf(`{"data":{"api-key":%q}}`, base64.StdEncoding.EncodeToString([]byte(newKey)))
 	kubectl("-n", ns, "patch", "secret", "ops-e2e-api-key", "--type", "merge", "-p", patch)
 	var revokeAt time.Time
-	poll.Until(t, 60*time.Second, "status.previousAPIKey", func() error {
-		out := kubectl("-n", ns, "get", "clientagreement", "ops-e2e", "-o", "jsonpath={.status.previousAPIKey.revokeAt}")
+	poll.Until(t, 60*time.Second, "status.previousAPIKeys", func() error {
+		out := kubectl("-n", ns, "get", "clientagreement", "ops-e2e", "-o", "jsonpath={.status.previousAPIKeys[0].revokeAt}")
 		revokeAt, err = time.Parse(time.RFC3339, out)
 		return err
 	})
