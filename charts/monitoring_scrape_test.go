@@ -2,8 +2,10 @@ package charts
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
+	"math"
 	"net/http"
 	"os"
 	"slices"
@@ -69,19 +71,65 @@ func TestMonitoringQueriesAgainstScrapes(t *testing.T) {
 		}
 	}
 
-	exposed := scrapeEvalmeter(t)
+	exposed, apiFamilies := scrapeEvalmeter(t)
 	for _, name := range slices.Sorted(maps.Keys(used)) {
-		if !exposed[name] {
+		if !exposed[name] && !prometheusSynthetic[name] {
 			slices.Sort(used[name])
 			t.Errorf("%s is not exposed by evalmeter api or controller; used by:\n  %s", name, strings.Join(used[name], "\n  "))
 		}
 	}
 	t.Logf("%d metrics used, checked against the %d series names exposed", len(used), len(exposed))
+
+	// histogram_quantile never exceeds the largest finite bucket, so the
+	// schema refuses a latency threshold at or above it.
+	var largest float64
+	if f := apiFamilies["evalmeter_http_request_duration_seconds"]; f != nil && len(f.GetMetric()) > 0 {
+		for _, b := range f.GetMetric()[0].GetHistogram().GetBucket() {
+			if !math.IsInf(b.GetUpperBound(), 1) {
+				largest = max(largest, b.GetUpperBound())
+			}
+		}
+	}
+	if bound := latencyThresholdBound(t); largest != bound {
+		t.Errorf("the API's latency histogram's largest finite bucket is %v, values.schema.json's apiLatency.p95Seconds exclusiveMaximum %v: keep them equal", largest, bound)
+	}
+}
+
+// prometheusSynthetic are the series Prometheus makes itself for each
+// target, which no /metrics exposes: up (EvalmeterTargetDown). Only those
+// the rules use; scrape_duration_seconds and the other scrape_* would join
+// them here, and nothing else may.
+var prometheusSynthetic = map[string]bool{"up": true}
+
+// latencyThresholdBound is values.schema.json's exclusiveMaximum of
+// monitoring.prometheusRule.alerts.apiLatency.p95Seconds.
+func latencyThresholdBound(t *testing.T) float64 {
+	t.Helper()
+	b, err := os.ReadFile("evalmeter/values.schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var schema map[string]any
+	if err := json.Unmarshal(b, &schema); err != nil {
+		t.Fatal(err)
+	}
+	v := any(schema)
+	for _, k := range []string{"properties", "monitoring", "properties", "prometheusRule", "properties", "alerts",
+		"properties", "apiLatency", "properties", "p95Seconds", "exclusiveMaximum"} {
+		m, _ := v.(map[string]any)
+		v = m[k]
+	}
+	bound, ok := v.(float64)
+	if !ok {
+		t.Fatal("values.schema.json has no exclusiveMaximum for apiLatency.p95Seconds")
+	}
+	return bound
 }
 
 // scrapeEvalmeter runs the API and the controller and returns the names of
-// the series their /metrics expose (a histogram's _bucket, _sum and _count).
-func scrapeEvalmeter(t *testing.T) map[string]bool {
+// the series their /metrics expose (a histogram's _bucket, _sum and _count),
+// and the API's metric families.
+func scrapeEvalmeter(t *testing.T) (map[string]bool, map[string]*dto.MetricFamily) {
 	t.Helper()
 	ctx := context.Background()
 	bin := proctest.Build(t, "..")
@@ -163,10 +211,11 @@ func scrapeEvalmeter(t *testing.T) map[string]bool {
 	exposed := map[string]bool{}
 	var controller map[string]bool
 	poll.Until(t, 60*time.Second, "the agreement's series", func() error {
-		var err error
-		if controller, err = scrape("http://" + metricsAddr + "/metrics"); err != nil {
+		families, err := scrape("http://" + metricsAddr + "/metrics")
+		if err != nil {
 			return err
 		}
+		controller = seriesNames(families)
 		for _, name := range []string{"evalmeter_agreement_hours", "evalmeter_agreement_valid_until_timestamp_seconds",
 			"evalmeter_agreement_low_credit_threshold_hours", "controller_runtime_reconcile_total"} {
 			if !controller[name] {
@@ -175,20 +224,20 @@ func scrapeEvalmeter(t *testing.T) map[string]bool {
 		}
 		return nil
 	})
-	apiNames, err := scrape("http://" + opsAddr + "/metrics")
+	apiFamilies, err := scrape("http://" + opsAddr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, names := range []map[string]bool{controller, apiNames} {
+	for _, names := range []map[string]bool{controller, seriesNames(apiFamilies)} {
 		for n := range names {
 			exposed[n] = true
 		}
 	}
-	return exposed
+	return exposed, apiFamilies
 }
 
-// scrape returns the names of the series url exposes.
-func scrape(url string) (map[string]bool, error) {
+// scrape returns the metric families url exposes.
+func scrape(url string) (map[string]*dto.MetricFamily, error) {
 	resp, err := http.Get(url)
 	if err != nil {
 		return nil, err
@@ -202,6 +251,11 @@ func scrape(url string) (map[string]bool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", url, err)
 	}
+	return families, nil
+}
+
+// seriesNames returns the names of the series of families.
+func seriesNames(families map[string]*dto.MetricFamily) map[string]bool {
 	names := map[string]bool{}
 	for name, f := range families {
 		if len(f.GetMetric()) == 0 {
@@ -216,5 +270,5 @@ func scrape(url string) (map[string]bool, error) {
 			names[name] = true
 		}
 	}
-	return names, nil
+	return names
 }

@@ -23,6 +23,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/yaml"
+
+	"github.com/evalmeter/evalmeter/internal/charttest"
 )
 
 // The kinds the monitoring values add (besides the dashboard's ConfigMap).
@@ -311,6 +313,52 @@ func TestMonitoringServerSideDryRun(t *testing.T) {
 			}
 			t.Logf("%d objects checked: %v", len(objs), kinds)
 		})
+	}
+}
+
+// TestMonitoringTokenWarning: whenever the controller's ServiceMonitor skips
+// certificate verification, which sends Prometheus's ServiceAccount token to
+// whatever pod the metrics Service selects, helm install says so and names
+// controller.metrics.certSecret; otherwise it says nothing of it.
+func TestMonitoringTokenWarning(t *testing.T) {
+	metrics := func(m map[string]any) map[string]any {
+		return merged(monitoringValues(), map[string]any{"controller": map[string]any{"metrics": m}})
+	}
+	for _, c := range []struct {
+		name   string
+		values map[string]any
+		warn   bool
+	}{
+		{name: "secure, self-signed", values: monitoringValues(), warn: true},
+		{name: "secure, scrape class", values: merged(monitoringValues(), map[string]any{
+			"monitoring": map[string]any{"serviceMonitor": map[string]any{"controllerScrapeClass": "service-account-token"}},
+		}), warn: true},
+		{name: "secure, certificate from a Secret", values: metrics(map[string]any{"certSecret": "evalmeter-metrics-tls"})},
+		{name: "plain HTTP", values: metrics(map[string]any{"secure": false})},
+		{name: "no ServiceMonitor", values: map[string]any{}},
+	} {
+		notes, err := charttest.Notes(chartDir, "evalmeter", c.values)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		warned := strings.Contains(notes, "insecureSkipVerify") && strings.Contains(notes, "ServiceAccount token") &&
+			strings.Contains(notes, "set controller.metrics.certSecret")
+		if warned != c.warn {
+			t.Errorf("%s: NOTES warn of the token %t, want %t:\n%s", c.name, warned, c.warn, notes)
+		}
+		var insecure bool
+		for _, o := range mustRender(t, c.values) {
+			if o.GetKind() == "ServiceMonitor" {
+				eps, _, _ := unstructured.NestedSlice(o.Object, "spec", "endpoints")
+				for _, ep := range eps {
+					skip, _, _ := unstructured.NestedBool(ep.(map[string]any), "tlsConfig", "insecureSkipVerify")
+					insecure = insecure || skip
+				}
+			}
+		}
+		if insecure != c.warn {
+			t.Errorf("%s: a ServiceMonitor skips verification: %t, yet NOTES warn: %t", c.name, insecure, c.warn)
+		}
 	}
 }
 
@@ -638,27 +686,36 @@ func TestMonitoringValuesSchema(t *testing.T) {
 		return map[string]any{"monitoring": map[string]any{"prometheusRule": map[string]any{"alerts": map[string]any{name: v}}}}
 	}
 	for name, values := range map[string]map[string]any{
-		"unknown monitoring key":  {"monitoring": map[string]any{"podMonitor": map[string]any{"enabled": true}}},
-		"unknown alert":           alert("targetDown", map[string]any{"for": "5m"}),
-		"pruning hourly":          alert("pruning", map[string]any{"maxAgeHours": 1}),
-		"unknown alert setting":   alert("apiErrors", map[string]any{"threshold": 0.1}),
-		"ratio above 1":           alert("apiErrors", map[string]any{"ratio": 5}),
-		"ratio 0":                 alert("ledgerUnavailable", map[string]any{"ratio": 0}),
-		"bad for":                 alert("apiLatency", map[string]any{"for": "soon"}),
-		"for with a space":        alert("apiLatency", map[string]any{"for": "5 m"}),
-		"no days":                 alert("agreementExpiring", map[string]any{"days": 0}),
-		"negative count":          alert("reconcileErrors", map[string]any{"count": -1}),
-		"bad severity":            alert("agreementLowCredit", map[string]any{"severity": "very bad"}),
-		"bad interval":            {"monitoring": map[string]any{"serviceMonitor": map[string]any{"interval": "30"}}},
-		"severity as alert label": {"monitoring": map[string]any{"prometheusRule": map[string]any{"alertLabels": map[string]any{"severity": "page"}}}},
-		"runbook URL with anchor": {"monitoring": map[string]any{"prometheusRule": map[string]any{"runbookBaseURL": "https://example.com/r.md#top"}}},
-		"bad dashboard label":     {"monitoring": map[string]any{"dashboard": map[string]any{"label": "grafana dashboard"}}},
-		"dashboard label value":   {"monitoring": map[string]any{"dashboard": map[string]any{"labelValue": 1}}},
-		"unknown policy key":      {"networkPolicy": map[string]any{"monitoring": map[string]any{"namespaces": []any{"monitoring"}}}},
-		"label value not string":  {"networkPolicy": map[string]any{"monitoring": map[string]any{"namespaceLabels": map[string]any{"monitoring": true}}}},
+		"unknown monitoring key": {"monitoring": map[string]any{"podMonitor": map[string]any{"enabled": true}}},
+		"unknown alert":          alert("certificateExpiry", map[string]any{"for": "5m"}),
+		"pruning hourly":         alert("pruning", map[string]any{"maxAgeHours": 1}),
+		"unknown alert setting":  alert("apiErrors", map[string]any{"threshold": 0.1}),
+		"ratio above 1":          alert("apiErrors", map[string]any{"ratio": 5}),
+		"ratio 0":                alert("ledgerUnavailable", map[string]any{"ratio": 0}),
+		// histogram_quantile never exceeds the largest finite bucket, 2.5 s: a
+		// threshold at or above it could never fire.
+		"p95 at the largest bucket": alert("apiLatency", map[string]any{"p95Seconds": 2.5}),
+		"p95 above every bucket":    alert("apiLatency", map[string]any{"p95Seconds": 10}),
+		"bad for":                   alert("apiLatency", map[string]any{"for": "soon"}),
+		"target down, bad for":      alert("targetDown", map[string]any{"for": "5"}),
+		"target down, threshold":    alert("targetDown", map[string]any{"ratio": 0.5}),
+		"for with a space":          alert("apiLatency", map[string]any{"for": "5 m"}),
+		"no days":                   alert("agreementExpiring", map[string]any{"days": 0}),
+		"negative count":            alert("reconcileErrors", map[string]any{"count": -1}),
+		"bad severity":              alert("agreementLowCredit", map[string]any{"severity": "very bad"}),
+		"bad interval":              {"monitoring": map[string]any{"serviceMonitor": map[string]any{"interval": "30"}}},
+		"severity as alert label":   {"monitoring": map[string]any{"prometheusRule": map[string]any{"alertLabels": map[string]any{"severity": "page"}}}},
+		"runbook URL with anchor":   {"monitoring": map[string]any{"prometheusRule": map[string]any{"runbookBaseURL": "https://example.com/r.md#top"}}},
+		"bad dashboard label":       {"monitoring": map[string]any{"dashboard": map[string]any{"label": "grafana dashboard"}}},
+		"dashboard label value":     {"monitoring": map[string]any{"dashboard": map[string]any{"labelValue": 1}}},
+		"unknown policy key":        {"networkPolicy": map[string]any{"monitoring": map[string]any{"namespaces": []any{"monitoring"}}}},
+		"label value not string":    {"networkPolicy": map[string]any{"monitoring": map[string]any{"namespaceLabels": map[string]any{"monitoring": true}}}},
 	} {
 		if _, err := render(values, "evalmeter"); err == nil || !strings.Contains(err.Error(), "schema") {
 			t.Errorf("%s: rendered (%v), want a schema error", name, err)
 		}
+	}
+	if _, err := render(alert("apiLatency", map[string]any{"p95Seconds": 2.4}), "evalmeter"); err != nil {
+		t.Errorf("p95Seconds 2.4, below the largest bucket: %v", err)
 	}
 }

@@ -12,11 +12,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	evalapi "github.com/evalmeter/evalmeter/api"
 	"github.com/evalmeter/evalmeter/internal/credential"
+	"github.com/evalmeter/evalmeter/internal/ledger"
 	"github.com/evalmeter/evalmeter/internal/metrics"
 	"github.com/evalmeter/evalmeter/server"
 )
@@ -238,7 +240,9 @@ func jsonEqual(t *testing.T, a, b []byte) bool {
 }
 
 // TestPruneMetrics: a metrics result is replayable for 24 hours; the
-// background pruning then frees its key.
+// background pruning then frees its key. Its last-success stamp moves only
+// when this replica pruned without error: not on an error, and not while
+// another replica holds the lock (busy).
 func TestPruneMetrics(t *testing.T) {
 	e := newEnv(t)
 	a := e.api()
@@ -260,20 +264,20 @@ func TestPruneMetrics(t *testing.T) {
 		}
 	}
 	// The pruning's metrics, which the chart's alert watches.
-	pruneMetrics := func(lastOK time.Time, ok, failed, pruned int) error {
+	pruneMetrics := func(lastOK time.Time, ok, busy, failed, pruned int) error {
 		return testutil.GatherAndCompare(reg, strings.NewReader(fmt.Sprintf(`
-# HELP evalmeter_prune_last_success_timestamp_seconds When this replica last pruned old metrics results without error, in Unix seconds; 0 before the first time.
+# HELP evalmeter_prune_last_success_timestamp_seconds When this replica last pruned old metrics results itself without error (not when another replica held the lock), in Unix seconds; 0 before the first time.
 # TYPE evalmeter_prune_last_success_timestamp_seconds gauge
 evalmeter_prune_last_success_timestamp_seconds %d
 # HELP evalmeter_prune_runs_total Hourly prunings of old metrics results by outcome: ok, busy (another replica prunes) or error.
 # TYPE evalmeter_prune_runs_total counter
-evalmeter_prune_runs_total{result="busy"} 0
+evalmeter_prune_runs_total{result="busy"} %d
 evalmeter_prune_runs_total{result="error"} %d
 evalmeter_prune_runs_total{result="ok"} %d
 # HELP evalmeter_pruned_results_total Metrics results deleted for being older than the retention.
 # TYPE evalmeter_pruned_results_total counter
 evalmeter_pruned_results_total %d
-`, lastOK.Unix(), failed, ok, pruned)), "evalmeter_prune_last_success_timestamp_seconds", "evalmeter_prune_runs_total", "evalmeter_pruned_results_total")
+`, lastOK.Unix(), busy, failed, ok, pruned)), "evalmeter_prune_last_success_timestamp_seconds", "evalmeter_prune_runs_total", "evalmeter_pruned_results_total")
 	}
 
 	e.clock.Advance(23 * time.Hour)
@@ -285,7 +289,7 @@ evalmeter_pruned_results_total %d
 	}
 	e.clock.Advance(2 * time.Hour)
 	prune()
-	if err := pruneMetrics(e.clock.Now(), 2, 0, 1); err != nil {
+	if err := pruneMetrics(e.clock.Now(), 2, 0, 0, 1); err != nil {
 		t.Errorf("after two prunings: %v", err)
 	}
 	lastOK := e.clock.Now()
@@ -295,8 +299,32 @@ evalmeter_pruned_results_total %d
 	if err := server.PruneOnce(srv, canceled); err == nil {
 		t.Error("pruning with a canceled context succeeded")
 	}
-	if err := pruneMetrics(lastOK, 2, 1, 1); err != nil {
+	if err := pruneMetrics(lastOK, 2, 0, 1, 1); err != nil {
 		t.Errorf("after a failed pruning, the last success unchanged: %v", err)
+	}
+
+	// Another replica holds the lock: busy, which is no success of this
+	// replica's (the one holding the lock stamps its own).
+	replica, err := pgx.Connect(t.Context(), e.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer replica.Close(context.Background())
+	if _, err := replica.Exec(t.Context(), `SELECT pg_advisory_lock($1)`, ledger.PruneLockKey); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(time.Hour)
+	prune()
+	if err := pruneMetrics(lastOK, 2, 1, 1, 1); err != nil {
+		t.Errorf("while another replica prunes, the last success unchanged: %v", err)
+	}
+	if _, err := replica.Exec(t.Context(), `SELECT pg_advisory_unlock($1)`, ledger.PruneLockKey); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(time.Hour)
+	prune()
+	if err := pruneMetrics(e.clock.Now(), 3, 1, 1, 1); err != nil {
+		t.Errorf("once the lock is free again: %v", err)
 	}
 	s3 := a.mustOpenSession(key, idem("day-2-later"))
 	if r := a.postMetrics(s3.Session.Token, idem("m"), other); r.status != http.StatusOK || !strings.HasSuffix(string(r.body), `"idempotent_replay":false}`) {

@@ -80,7 +80,7 @@ func (s *Server) endpoint(route string, h handlerFunc) http.Handler {
 func (s *Server) middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		info := &requestInfo{id: requestID(r), route: "unmatched"}
+		info := &requestInfo{id: requestID(r), route: routeUnmatched}
 		w.Header().Set("X-Request-Id", info.id)
 		rec := &statusRecorder{ResponseWriter: w}
 		r = r.WithContext(context.WithValue(r.Context(), requestInfoKey{}, info))
@@ -115,12 +115,19 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 			}
 			if s.traced {
 				attrs = append(attrs, traceAttrs(r)...)
+				if info.route == routeUnmatched {
+					forgetPath(r)
+				}
 			}
 			s.log.LogAttrs(r.Context(), level, "request", attrs...)
 		}()
 		next.ServeHTTP(rec, r)
 	})
 }
+
+// routeUnmatched is the route of a request that matched no operation (a
+// 404 or 405), in logs, metrics and traces.
+const routeUnmatched = "unmatched"
 
 // statusClientClosed is what logs and metrics record for a request whose
 // client went away before the answer.

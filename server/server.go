@@ -44,6 +44,11 @@ type Config struct {
 	// Propagator reads a caller's trace context; nil: W3C tracecontext
 	// and baggage.
 	Propagator propagation.TextMapPropagator
+	// TrustTraceContext makes a caller's traceparent the parent of its
+	// request's span, sampled flag included: only where a proxy in front
+	// sets it. Otherwise each request starts a new trace, linked to the
+	// caller's span context, since anyone can send a traceparent.
+	TrustTraceContext bool
 }
 
 // Server serves the API. Create it with New.
@@ -90,7 +95,7 @@ func New(cfg Config) (*Server, error) {
 	s.handler = s.routes()
 	if cfg.TracerProvider != nil {
 		s.traced = true
-		s.handler = traced(s.handler, cfg.TracerProvider, cfg.Propagator)
+		s.handler = traced(s.handler, cfg.TracerProvider, cfg.Propagator, cfg.TrustTraceContext)
 	}
 	return s, nil
 }
@@ -122,10 +127,10 @@ func (s *Server) routes() http.Handler {
 	route("metrics", http.MethodPost, pathMetrics, s.postMetrics)
 	route("usage", http.MethodGet, pathUsage, s.getUsage)
 
-	r.NotFoundHandler = s.endpoint("unmatched", func(w http.ResponseWriter, r *http.Request) error {
+	r.NotFoundHandler = s.endpoint(routeUnmatched, func(w http.ResponseWriter, r *http.Request) error {
 		return newError(http.StatusNotFound, codeNotFound, "no such operation: the API serves "+pathSchema+", "+pathSessions+", "+pathMetrics+" and "+pathUsage)
 	})
-	r.MethodNotAllowedHandler = s.endpoint("unmatched", func(w http.ResponseWriter, r *http.Request) error {
+	r.MethodNotAllowedHandler = s.endpoint(routeUnmatched, func(w http.ResponseWriter, r *http.Request) error {
 		e := newError(http.StatusMethodNotAllowed, codeMethodNotAllowed, r.Method+" is not allowed on "+r.URL.Path)
 		e.header = http.Header{"Allow": {allowed[r.URL.Path]}}
 		return e
@@ -173,16 +178,17 @@ func (s *Server) pruneOnce(ctx context.Context) error {
 		s.telemetry.pruneRuns.WithLabelValues("error").Inc()
 		return err
 	case busy:
+		// No stamp: whether the replica holding the lock succeeds is for
+		// it to report, and the alert takes the freshest stamp of all.
 		s.telemetry.pruneRuns.WithLabelValues("busy").Inc()
 		s.log.Debug("another replica is pruning metrics results")
 	default:
 		s.telemetry.pruneRuns.WithLabelValues("ok").Inc()
+		s.telemetry.pruneLastOK.Set(float64(s.now().Unix()))
 		if n > 0 {
 			s.log.Info("pruned metrics results", "count", n)
 		}
 	}
-	// Busy counts: another replica is pruning, which is what the alert asks.
-	s.telemetry.pruneLastOK.Set(float64(s.now().Unix()))
 	return nil
 }
 

@@ -44,10 +44,12 @@ func newTelemetry(reg prometheus.Registerer) (*telemetry, error) {
 			Help: "Hourly prunings of old metrics results by outcome: ok, busy (another replica prunes) or error.",
 		}, []string{"result"}),
 		// A timestamp, so that an alert on its age fires however the runs
-		// fail, even when none ever succeeded (0).
+		// fail, even when none ever succeeded (0). Only a run that held the
+		// lock and finished sets it: a busy run says nothing of how the
+		// other replica's went, which that replica reports.
 		pruneLastOK: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "evalmeter_prune_last_success_timestamp_seconds",
-			Help: "When this replica last pruned old metrics results without error, in Unix seconds; 0 before the first time.",
+			Help: "When this replica last pruned old metrics results itself without error (not when another replica held the lock), in Unix seconds; 0 before the first time.",
 		}),
 		pruned: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "evalmeter_pruned_results_total",

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -28,8 +29,10 @@ import (
 
 // TestTracing: with a TracerProvider, each request over real HTTP gets one
 // server span named by its route template, with the ledger's queries as
-// child spans in its trace, and its log line names that span. No span holds
-// the API key, the session token, their hashes or the request body.
+// child spans in its trace, and its log line names that span. A caller's
+// traceparent starts no child in its trace: a new trace, linked to it. No
+// span holds the API key (not even pasted into a path), the session token,
+// their hashes or the request body.
 func TestTracing(t *testing.T) {
 	e := newEnv(t)
 	key := e.grant("acme", 3, nil)
@@ -57,7 +60,7 @@ func TestTracing(t *testing.T) {
 	runID, caseID := "trace-run-"+hex.EncodeToString(marker), "trace-case-"+hex.EncodeToString(marker)
 	body := []byte(`{"run_id":"` + runID + `","cases":[{"case_id":"` + caseID + `","status":"pass","latency_ms":12}]}`)
 
-	// A caller's trace context is joined.
+	// A caller's trace context, which is only linked to.
 	callerTrace, callerSpan := "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 	withID := func(id string, extra ...string) http.Header {
 		h := http.Header{"X-Request-Id": {id}}
@@ -91,16 +94,22 @@ func TestTracing(t *testing.T) {
 	if resp.status != http.StatusNotFound {
 		t.Fatalf("unmatched: %d %s", resp.status, resp.body)
 	}
+	// Nor a key pasted into a path: url.path must not keep it.
+	resp = a.do(request{method: "GET", path: "/api/svc/v1/usage/" + key, header: withID("trace-key-in-path")})
+	if resp.status != http.StatusNotFound {
+		t.Fatalf("key in path: %d %s", resp.status, resp.body)
+	}
 
 	requests := []struct {
-		id, wantName, wantRoute string
-		queries                 bool // the request reads the ledger
+		id, wantName, wantRoute, wantPath string
+		queries                           bool // the request reads the ledger
 	}{
-		{"trace-schema", "GET /api/svc/v1/schema", "/api/svc/v1/schema", true},
-		{"trace-sessions", "POST /api/svc/v1/sessions", "/api/svc/v1/sessions", true},
-		{"trace-metrics", "POST /api/svc/v1/metrics", "/api/svc/v1/metrics", true},
-		{"trace-usage", "GET /api/svc/v1/usage", "/api/svc/v1/usage", true},
-		{"trace-unmatched", "GET", "", false},
+		{"trace-schema", "GET /api/svc/v1/schema", "/api/svc/v1/schema", "/api/svc/v1/schema", true},
+		{"trace-sessions", "POST /api/svc/v1/sessions", "/api/svc/v1/sessions", "/api/svc/v1/sessions", true},
+		{"trace-metrics", "POST /api/svc/v1/metrics", "/api/svc/v1/metrics", "/api/svc/v1/metrics", true},
+		{"trace-usage", "GET /api/svc/v1/usage", "/api/svc/v1/usage", "/api/svc/v1/usage", true},
+		{"trace-unmatched", "GET", "", "unmatched", false},
+		{"trace-key-in-path", "GET", "", "unmatched", false},
 	}
 	// A server span ends after its response is written: wait for them all.
 	var spans []sdktrace.ReadOnlySpan
@@ -140,10 +149,26 @@ func TestTracing(t *testing.T) {
 		if got := attr(span.Attributes(), "http.route"); got != r.wantRoute {
 			t.Errorf("%s: http.route %q, want %q", r.id, got, r.wantRoute)
 		}
+		if got := attr(span.Attributes(), "url.path"); got != r.wantPath {
+			t.Errorf("%s: url.path %q, want %q", r.id, got, r.wantPath)
+		}
+		// Every request starts a trace; the caller's traceparent is a link.
+		if span.Parent().IsValid() {
+			t.Errorf("%s: parent %v, want none: a new trace", r.id, span.Parent())
+		}
+		var links []string
+		for _, l := range span.Links() {
+			links = append(links, l.SpanContext.TraceID().String()+"-"+l.SpanContext.SpanID().String())
+		}
+		wantLinks := []string(nil)
 		if r.id == "trace-usage" {
-			if got := span.Parent(); got.TraceID().String() != callerTrace || got.SpanID().String() != callerSpan || !got.IsRemote() {
-				t.Errorf("%s: parent %v, want the caller's traceparent", r.id, got)
+			wantLinks = []string{callerTrace + "-" + callerSpan}
+			if span.SpanContext().TraceID().String() == callerTrace {
+				t.Errorf("%s: in the caller's trace %s, want a new one", r.id, callerTrace)
 			}
+		}
+		if !slices.Equal(links, wantLinks) {
+			t.Errorf("%s: links %v, want %v", r.id, links, wantLinks)
 		}
 		children := 0
 		for _, s := range spans {
@@ -202,6 +227,73 @@ func TestTracing(t *testing.T) {
 	plain.do(request{method: "GET", path: "/api/svc/v1/schema", bearer: key, header: withID("untraced")})
 	if line := requestLogLines(t, e.logs.String())["untraced"]; line == nil || line["trace_id"] != "" || line["span_id"] != "" {
 		t.Errorf("untraced request log line %v, want one without trace_id and span_id", line)
+	}
+}
+
+// TestTracingCallerContext: anyone can send a traceparent, so by default it
+// neither forces sampling under a parent-based sampler nor puts the span in
+// the caller's trace: the span is a new trace's root, linked to the
+// caller's. TrustTraceContext, for a proxy in front that sets it, makes it
+// the parent.
+func TestTracingCallerContext(t *testing.T) {
+	e := newEnv(t)
+	key := e.grant("acme", 3, nil)
+	const callerTrace, callerSpan = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+	never := sdktrace.ParentBased(sdktrace.NeverSample()) // samples only what a parent asks
+	for _, c := range []struct {
+		name    string
+		trust   bool
+		sampler sdktrace.Sampler
+		// want: no span (""), a new trace linked to the caller's ("link"),
+		// or a child of the caller's span ("child").
+		want string
+	}{
+		{name: "sampled caller, parent-based sampler: not sampled", sampler: never, want: ""},
+		{name: "a new trace, linked", sampler: sdktrace.AlwaysSample(), want: "link"},
+		{name: "trusted: the caller's child, sampled", trust: true, sampler: never, want: "child"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rec := tracetest.NewSpanRecorder()
+			tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec), sdktrace.WithSampler(c.sampler))
+			srv, err := server.New(server.Config{
+				Ledger: e.store, Tokens: e.tokens, Now: e.clock.Now, Random: rand.Reader,
+				Logger: slog.New(slog.NewJSONHandler(e.logs, nil)), TracerProvider: tp, TrustTraceContext: c.trust,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ts := httptest.NewServer(srv.Handler())
+			defer ts.Close()
+			a := &api{t: t, url: ts.URL, client: ts.Client()}
+			resp := a.do(request{method: "GET", path: "/api/svc/v1/schema", bearer: key,
+				header: http.Header{"Traceparent": {"00-" + callerTrace + "-" + callerSpan + "-01"}}})
+			if resp.status != http.StatusOK {
+				t.Fatalf("schema: %d %s", resp.status, resp.body)
+			}
+			ts.Close() // the server span has ended
+			var span sdktrace.ReadOnlySpan
+			for _, s := range rec.Ended() {
+				if s.SpanKind() == trace.SpanKindServer {
+					span = s
+				}
+			}
+			got := ""
+			if span != nil {
+				parent, links := span.Parent(), span.Links()
+				switch {
+				case parent.TraceID().String() == callerTrace && parent.SpanID().String() == callerSpan && parent.IsRemote() && len(links) == 0:
+					got = "child"
+				case !parent.IsValid() && span.SpanContext().TraceID().String() != callerTrace && len(links) == 1 &&
+					links[0].SpanContext.TraceID().String() == callerTrace && links[0].SpanContext.SpanID().String() == callerSpan:
+					got = "link"
+				default:
+					got = fmt.Sprintf("parent %v, links %v", parent, links)
+				}
+			}
+			if got != c.want {
+				t.Errorf("server span: %q, want %q", got, c.want)
+			}
+		})
 	}
 }
 

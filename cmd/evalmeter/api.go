@@ -44,6 +44,9 @@ type apiConfig struct {
 	dbMaxConns        int32 // 0: pgx's default
 	drainDelay, grace time.Duration
 	logLevel          slog.Level
+	// trustTraceContext: a caller's traceparent is the parent of its
+	// request's span (a proxy in front sets it), not just linked to.
+	trustTraceContext bool
 }
 
 func parseAPIConfig(args []string, stderr io.Writer) (*apiConfig, error) {
@@ -62,6 +65,8 @@ func parseAPIConfig(args []string, stderr io.Writer) (*apiConfig, error) {
 	fs.DurationVar(&c.drainDelay, "drain-delay", 0, "on SIGTERM, how long /readyz fails before the server stops accepting (lets load balancers notice)")
 	fs.DurationVar(&c.grace, "shutdown-grace", 25*time.Second, "on SIGTERM, how long in-flight requests may take to finish")
 	level := fs.String("log-level", envOr("EVALMETER_LOG_LEVEL", "info"), "debug, info, warn or error")
+	fs.BoolVar(&c.trustTraceContext, "trust-trace-context", envBool("EVALMETER_TRUST_TRACE_CONTEXT"),
+		"with tracing, make a caller's W3C traceparent (and its sampled flag) the parent of its request's span, only behind a proxy that sets it; by default each request starts a new trace linked to it (env EVALMETER_TRUST_TRACE_CONTEXT)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -190,7 +195,7 @@ func runAPI(ctx context.Context, cfg *apiConfig, log *slog.Logger) error {
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	srv, err := server.New(server.Config{
 		Ledger: store, Tokens: tokens, Now: time.Now, Random: rand.Reader, Logger: log, Registry: registry,
-		TracerProvider: tp, Propagator: propagator,
+		TracerProvider: tp, Propagator: propagator, TrustTraceContext: cfg.trustTraceContext,
 	})
 	if err != nil {
 		return err

@@ -42,6 +42,7 @@ func TestAPIConfig(t *testing.T) {
 		// the pool bound.
 		wantPrevious string
 		wantMaxConns int32
+		wantTrust    bool // a caller's traceparent is trusted
 	}{
 		{name: "valid", env: db, wantMaxConns: 10},
 		{name: "flags over environment", env: map[string]string{"EVALMETER_TOKEN_SECRET": secret}, args: []string{"--database-url", "postgres://x", "--addr", "127.0.0.1:0"}, wantMaxConns: 10},
@@ -72,11 +73,16 @@ func TestAPIConfig(t *testing.T) {
 		{name: "negative max conns", env: db, args: []string{"--db-max-conns", "-1"}, want: "--db-max-conns"},
 		{name: "max conns not a number", env: with(map[string]string{"EVALMETER_DB_MAX_CONNS": "ten"}), want: "--db-max-conns"},
 		{name: "max conns beyond int32", env: db, args: []string{"--db-max-conns", "4294967296"}, want: "--db-max-conns"},
+
+		// Callers' trace context: linked to by default, the parent when trusted.
+		{name: "trust trace context from the environment", env: with(map[string]string{"EVALMETER_TRUST_TRACE_CONTEXT": "true"}), wantMaxConns: 10, wantTrust: true},
+		{name: "trust trace context flag", env: db, args: []string{"--trust-trace-context"}, wantMaxConns: 10, wantTrust: true},
+		{name: "trust trace context flag over the environment", env: with(map[string]string{"EVALMETER_TRUST_TRACE_CONTEXT": "true"}), args: []string{"--trust-trace-context=false"}, wantMaxConns: 10},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			for _, k := range []string{"DATABASE_URL", "EVALMETER_TOKEN_SECRET", "EVALMETER_TOKEN_SECRET_PREVIOUS", "EVALMETER_TOKEN_SECRET_FILE",
-				"EVALMETER_TOKEN_SECRET_PREVIOUS_FILE", "EVALMETER_ADDR", "EVALMETER_DB_MAX_CONNS"} {
+				"EVALMETER_TOKEN_SECRET_PREVIOUS_FILE", "EVALMETER_ADDR", "EVALMETER_DB_MAX_CONNS", "EVALMETER_TRUST_TRACE_CONTEXT"} {
 				t.Setenv(k, tt.env[k]) // restored when the test ends
 				if _, set := tt.env[k]; !set {
 					os.Unsetenv(k)
@@ -104,6 +110,9 @@ func TestAPIConfig(t *testing.T) {
 			}
 			if cfg.dbMaxConns != tt.wantMaxConns {
 				t.Errorf("dbMaxConns %d, want %d", cfg.dbMaxConns, tt.wantMaxConns)
+			}
+			if cfg.trustTraceContext != tt.wantTrust {
+				t.Errorf("trustTraceContext %t, want %t", cfg.trustTraceContext, tt.wantTrust)
 			}
 		})
 	}

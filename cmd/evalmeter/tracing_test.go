@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -31,20 +32,27 @@ import (
 // TestAPITracingFromEnvironment runs evalmeter api under OTEL_* variables as
 // an operator sets them. With an OTLP endpoint, a request's spans reach the
 // collector (a loopback OTLP/HTTP receiver) by the time the API has stopped,
-// and its log line names the trace. Without OTEL_*, with the SDK disabled or
-// the exporter none, nothing is set up: no span leaves, even to an endpoint
-// that is set, and the log has neither "tracing on" nor trace ids.
+// and its log line names the trace. The caller's traceparent is only linked
+// to, unless trusted (--trust-trace-context). Without OTEL_*, with the SDK
+// disabled or the exporter none, nothing is set up: no span leaves, even to
+// an endpoint that is set, and the log has neither "tracing on" nor trace
+// ids.
 func TestAPITracingFromEnvironment(t *testing.T) {
 	receiver := newOTLPReceiver(t)
 	t.Setenv("DATABASE_URL", pgtest.NewDatabase(t))
 	key := grantForTest(t)
 
+	// The caller's span context, which every request sends.
+	const callerTrace, callerSpan = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+	otlp := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url, "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"}
 	tests := []struct {
-		name string
-		env  map[string]string
-		want bool // tracing on
+		name  string
+		env   map[string]string
+		trust bool // --trust-trace-context
+		want  bool // tracing on
 	}{
-		{name: "OTLP over HTTP", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url, "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"}, want: true},
+		{name: "OTLP over HTTP", env: otlp, want: true},
+		{name: "OTLP over HTTP, caller's trace context trusted", env: otlp, trust: true, want: true},
 		{name: "no OTEL variables", env: nil},
 		{name: "SDK disabled", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url, "OTEL_SDK_DISABLED": "true"}},
 		{name: "exporter none", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url, "OTEL_TRACES_EXPORTER": "none"}},
@@ -60,10 +68,11 @@ func TestAPITracingFromEnvironment(t *testing.T) {
 			}
 			receiver.reset()
 			logs := &lockedBuffer{}
-			runAPIOnce(t, slog.New(slog.NewJSONHandler(logs, nil)), func(addr string) {
+			runAPIOnce(t, slog.New(slog.NewJSONHandler(logs, nil)), tt.trust, func(addr string) {
 				req, _ := http.NewRequest("GET", "http://"+addr+"/api/svc/v1/usage", nil)
 				req.Header.Set("Authorization", "Bearer "+key)
 				req.Header.Set("X-Request-Id", "otel-usage")
+				req.Header.Set("Traceparent", "00-"+callerTrace+"-"+callerSpan+"-01")
 				resp, err := http.DefaultClient.Do(req)
 				if err != nil {
 					t.Fatal(err)
@@ -111,6 +120,18 @@ func TestAPITracingFromEnvironment(t *testing.T) {
 			if got := hex.EncodeToString(server.TraceId); request["trace_id"] != got || request["span_id"] != hex.EncodeToString(server.SpanId) {
 				t.Errorf("request log line trace_id %v span_id %v, exported span %s %x", request["trace_id"], request["span_id"], got, server.SpanId)
 			}
+			trace, parent := hex.EncodeToString(server.TraceId), hex.EncodeToString(server.ParentSpanId)
+			var links []string
+			for _, l := range server.Links {
+				links = append(links, hex.EncodeToString(l.TraceId)+"-"+hex.EncodeToString(l.SpanId))
+			}
+			if tt.trust {
+				if trace != callerTrace || parent != callerSpan || len(links) != 0 {
+					t.Errorf("trusted: span in trace %s, parent %q, links %v; want the caller's child", trace, parent, links)
+				}
+			} else if trace == callerTrace || parent != "" || !slices.Equal(links, []string{callerTrace + "-" + callerSpan}) {
+				t.Errorf("span in trace %s, parent %q, links %v; want a new trace linked to the caller's span", trace, parent, links)
+			}
 			queries := 0
 			for _, s := range spans {
 				if bytes.Equal(s.ParentSpanId, server.SpanId) && bytes.Equal(s.TraceId, server.TraceId) && strings.HasPrefix(s.Name, "query ") {
@@ -131,14 +152,16 @@ func TestAPITracingFromEnvironment(t *testing.T) {
 	}
 }
 
-// runAPIOnce runs evalmeter api with log until use, given its address, is
-// done, then stops it as SIGTERM would and waits for it to return.
-func runAPIOnce(t *testing.T, log *slog.Logger, use func(addr string)) {
+// runAPIOnce runs evalmeter api with log (and trustTraceContext) until use,
+// given its address, is done, then stops it as SIGTERM would and waits for
+// it to return.
+func runAPIOnce(t *testing.T, log *slog.Logger, trustTraceContext bool, use func(addr string)) {
 	t.Helper()
 	addr, opsAddr := proctest.FreeAddr(t), proctest.FreeAddr(t)
 	cfg := &apiConfig{
 		addr: addr, opsAddr: opsAddr, databaseURL: os.Getenv("DATABASE_URL"),
 		tokenSecrets: [][]byte{[]byte(strings.Repeat("s", 32))}, dbTimeout: 5 * time.Second, grace: 5 * time.Second,
+		trustTraceContext: trustTraceContext,
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

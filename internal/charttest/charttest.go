@@ -8,6 +8,7 @@ import (
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/releaseutil"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
@@ -28,20 +29,7 @@ func Render(dir, namespace string, values map[string]any) ([]*unstructured.Unstr
 
 // RenderFor renders for a cluster that reports kubeVersion ("v1.31.1-gke.1146000").
 func RenderFor(dir, kubeVersion, namespace string, values map[string]any) ([]*unstructured.Unstructured, error) {
-	chart, err := loader.Load(dir)
-	if err != nil {
-		return nil, err
-	}
-	v, err := chartutil.ParseKubeVersion(kubeVersion)
-	if err != nil {
-		return nil, err
-	}
-	v.Version = kubeVersion // as the cluster reports it, a provider's suffix included
-	install := action.NewInstall(&action.Configuration{})
-	install.DryRun, install.ClientOnly, install.Replace = true, true, true
-	install.ReleaseName, install.Namespace = Release, namespace
-	install.KubeVersion = v
-	rel, err := install.Run(chart, values)
+	rel, err := install(dir, kubeVersion, namespace, values)
 	if err != nil {
 		return nil, err
 	}
@@ -56,4 +44,31 @@ func RenderFor(dir, kubeVersion, namespace string, values map[string]any) ([]*un
 		}
 	}
 	return objs, nil
+}
+
+// Notes renders the chart's NOTES.txt, as helm install prints it.
+func Notes(dir, namespace string, values map[string]any) (string, error) {
+	rel, err := install(dir, KubeVersion, namespace, values)
+	if err != nil {
+		return "", err
+	}
+	return rel.Info.Notes, nil
+}
+
+// install runs helm install as a client-only dry run.
+func install(dir, kubeVersion, namespace string, values map[string]any) (*release.Release, error) {
+	chart, err := loader.Load(dir)
+	if err != nil {
+		return nil, err
+	}
+	v, err := chartutil.ParseKubeVersion(kubeVersion)
+	if err != nil {
+		return nil, err
+	}
+	v.Version = kubeVersion // as the cluster reports it, a provider's suffix included
+	install := action.NewInstall(&action.Configuration{})
+	install.DryRun, install.ClientOnly, install.Replace = true, true, true
+	install.ReleaseName, install.Namespace = Release, namespace
+	install.KubeVersion = v
+	return install.Run(chart, values)
 }
