@@ -148,31 +148,10 @@ func TestValuesSchema(t *testing.T) {
 // in dry-run mode: the API server checks each against its real schema and
 // stores nothing.
 func TestServerSideDryRun(t *testing.T) {
-	ctx := context.Background()
 	for name, values := range valueSets {
 		t.Run(name, func(t *testing.T) {
 			ns := "chart-" + strings.ReplaceAll(name, " ", "-")
-			namespaces := []string{ns, "team-a", "team-b"}
-			for _, n := range namespaces {
-				err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n}})
-				if err != nil && !strings.Contains(err.Error(), "already exists") {
-					t.Fatal(err)
-				}
-			}
-			objs, err := render(values, ns)
-			if err != nil {
-				t.Fatal(err)
-			}
-			kinds := map[string]int{}
-			for _, o := range objs {
-				kinds[o.GetKind()]++
-				if o.GetNamespace() == "" && namespaced(o.GetKind()) {
-					o.SetNamespace(ns)
-				}
-				if err := k8s.Patch(ctx, o, client.Apply, client.DryRunAll, client.FieldOwner("chart-test"), client.ForceOwnership); err != nil {
-					t.Errorf("%s %s: %v", o.GetKind(), o.GetName(), err)
-				}
-			}
+			objs, kinds := dryRun(t, values, ns, "team-a", "team-b")
 			for _, kind := range []string{"Deployment", "Service", "ServiceAccount"} {
 				if kinds[kind] == 0 {
 					t.Errorf("no %s rendered: %v", kind, kinds)
@@ -181,6 +160,37 @@ func TestServerSideDryRun(t *testing.T) {
 			t.Logf("%d objects checked: %v", len(objs), kinds)
 		})
 	}
+}
+
+// dryRun renders the chart with values into ns, creates ns and the other
+// namespaces, and sends every object to the API server as a server-side
+// apply dry run with strict field validation. It returns the objects and
+// how many of each kind there are.
+func dryRun(t *testing.T, values map[string]any, ns string, others ...string) ([]*unstructured.Unstructured, map[string]int) {
+	t.Helper()
+	ctx := context.Background()
+	for _, n := range append([]string{ns}, others...) {
+		err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n}})
+		if err != nil && !strings.Contains(err.Error(), "already exists") {
+			t.Fatal(err)
+		}
+	}
+	objs, err := render(values, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]int{}
+	for _, o := range objs {
+		kinds[o.GetKind()]++
+		if o.GetNamespace() == "" && namespaced(o.GetKind()) {
+			o.SetNamespace(ns)
+		}
+		if err := k8s.Patch(ctx, o, client.Apply, client.DryRunAll, client.FieldOwner("chart-test"), client.ForceOwnership,
+			client.FieldValidation("Strict")); err != nil {
+			t.Errorf("%s %s: %v", o.GetKind(), o.GetName(), err)
+		}
+	}
+	return objs, kinds
 }
 
 func namespaced(kind string) bool {

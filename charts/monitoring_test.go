@@ -1,7 +1,6 @@
 package charts
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -19,7 +18,6 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/yaml"
@@ -196,7 +194,6 @@ func prometheusCRDs(t *testing.T) {
 // job label expects, and how the controller's endpoint authenticates.
 func TestMonitoringServerSideDryRun(t *testing.T) {
 	prometheusCRDs(t)
-	ctx := context.Background()
 	for _, c := range []struct {
 		name   string
 		values map[string]any
@@ -222,33 +219,12 @@ func TestMonitoringServerSideDryRun(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			const ns = "chart-monitoring"
-			for _, n := range []string{ns, "monitoring"} {
-				if err := k8s.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
-					"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": n},
-				}}); err != nil && !strings.Contains(err.Error(), "already exists") {
-					t.Fatal(err)
-				}
-			}
 			for _, msg := range lint.All(chartDir, c.values, "evalmeter", false).Messages {
 				if msg.Severity >= support.WarningSev {
 					t.Errorf("helm lint: %s", msg)
 				}
 			}
-			objs, err := render(c.values, ns)
-			if err != nil {
-				t.Fatal(err)
-			}
-			kinds := map[string]int{}
-			for _, o := range objs {
-				kinds[o.GetKind()]++
-				if o.GetNamespace() == "" && namespaced(o.GetKind()) {
-					o.SetNamespace(ns)
-				}
-				if err := k8s.Patch(ctx, o, client.Apply, client.DryRunAll, client.FieldOwner("chart-test"), client.ForceOwnership,
-					client.FieldValidation("Strict")); err != nil {
-					t.Errorf("%s %s: %v", o.GetKind(), o.GetName(), err)
-				}
-			}
+			objs, kinds := dryRun(t, c.values, ns, "monitoring")
 			if kinds["ServiceMonitor"] != 2 || kinds["PrometheusRule"] != 1 {
 				t.Errorf("rendered %v, want 2 ServiceMonitors and a PrometheusRule", kinds)
 			}
