@@ -63,6 +63,11 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	// The "cloudnativepg" value set renders a CloudNativePG Cluster.
+	if err := installCloudNativePGCRDs(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	return m.Run()
 }
 
@@ -86,6 +91,13 @@ var valueSets = map[string]map[string]any{
 			"service":     map[string]any{"type": "LoadBalancer", "port": 443},
 		}),
 		"controller": withExtras(map[string]any{"watchNamespaces": []any{"team-a", "team-b"}}),
+	},
+	"cloudnativepg": {
+		"postgresql": map[string]any{"cnpg": map[string]any{
+			"enabled": true, "storage": map[string]any{"size": "20Gi", "storageClass": "fast"},
+			"parameters": map[string]any{"shared_buffers": "256MB", "log_min_duration_statement": 1000},
+		}},
+		"api": map[string]any{"autoscaling": map[string]any{"enabled": true}},
 	},
 	"minimal": {
 		"crds":          map[string]any{"create": false},
@@ -435,51 +447,72 @@ func TestLowCreditThreshold(t *testing.T) {
 	}
 }
 
-// TestBundledPostgreSQLConnections: the bundled PostgreSQL's max_connections
-// is postgresql.maxConnections, and the chart refuses to render when the pods
-// could open more connections than that (the sum in values.yaml).
-func TestBundledPostgreSQLConnections(t *testing.T) {
-	maxConnections := func(objs []*unstructured.Unstructured) string {
-		var sts appsv1.StatefulSet
-		object(t, objs, "StatefulSet", "evalmeter-postgresql", &sts)
-		return strings.Join(sts.Spec.Template.Spec.Containers[0].Args, " ")
+// TestPostgreSQLConnections: the max_connections of the bundled PostgreSQL
+// (postgresql.maxConnections) and of the CloudNativePG Cluster
+// (postgresql.cnpg.maxConnections) is the value's, and the chart refuses to
+// render when the pods could open more connections than that (the sum in
+// values.yaml).
+func TestPostgreSQLConnections(t *testing.T) {
+	modes := map[string]struct {
+		key            string // of the values
+		maxConnections func(objs []*unstructured.Unstructured) string
+	}{
+		"postgresql": {key: "postgresql", maxConnections: func(objs []*unstructured.Unstructured) string {
+			var sts appsv1.StatefulSet
+			object(t, objs, "StatefulSet", "evalmeter-postgresql", &sts)
+			args := strings.Join(sts.Spec.Template.Spec.Containers[0].Args, " ")
+			return strings.TrimPrefix(args, "-c max_connections=")
+		}},
+		"postgresql.cnpg": {key: "cnpg", maxConnections: func(objs []*unstructured.Unstructured) string {
+			var cluster cnpgCluster
+			object(t, objs, "Cluster", "evalmeter-db", &cluster)
+			return cluster.Spec.PostgreSQL.Parameters["max_connections"]
+		}},
 	}
 	for _, c := range []struct {
-		name   string
-		values string
-		args   string // the PostgreSQL container's, or
-		fail   string // the render error
+		name           string
+		values         string // maxConnections is set in the mode's values when not 0
+		maxConnections int
+		want           string // max_connections, or
+		fail           string // the render error, after "more than <mode>.maxConnections"
 	}{
-		{name: "defaults", values: `{}`, args: "-c max_connections=100"},
+		{name: "defaults", values: `{}`, want: "100"},
 		// (10 + 3) × 5 + (1 + 1) × 5 + 2 + 3 = 80
-		{name: "autoscaling", values: `{api: {autoscaling: {enabled: true}}}`, args: "-c max_connections=100"},
+		{name: "autoscaling", values: `{api: {autoscaling: {enabled: true}}}`, want: "100"},
 		// (10 + 3) × 10 + (1 + 1) × 10 + 2 + 3 = 155
 		{name: "too many", values: `{database: {maxConns: 10}, api: {autoscaling: {enabled: true}}}`,
-			fail: "pods can open 155 PostgreSQL connections at once (database.maxConns 10 each, see values.yaml), more than postgresql.maxConnections 100"},
-		{name: "raised", values: `{database: {maxConns: 10}, api: {autoscaling: {enabled: true}}, postgresql: {maxConnections: 155}}`,
-			args: "-c max_connections=155"},
+			fail: "pods can open 155 PostgreSQL connections at once (database.maxConns 10 each, see values.yaml), more than %s.maxConnections 100"},
+		{name: "raised", values: `{database: {maxConns: 10}, api: {autoscaling: {enabled: true}}}`, maxConnections: 155, want: "155"},
 		// (6 + 2) × 5 + (3 + 1) × 5 + 2 + 3 = 65
-		{name: "replicas", values: `{api: {replicas: 6}, controller: {replicas: 3}, postgresql: {maxConnections: 64}}`,
-			fail: "pods can open 65 PostgreSQL connections"},
+		{name: "replicas", values: `{api: {replicas: 6}, controller: {replicas: 3}}`, maxConnections: 64,
+			fail: "pods can open 65 PostgreSQL connections at once (database.maxConns 5 each, see values.yaml), more than %s.maxConnections 64"},
 	} {
-		var v map[string]any
-		if err := yaml.Unmarshal([]byte(c.values), &v); err != nil {
-			t.Fatal(err)
-		}
-		pg, _ := v["postgresql"].(map[string]any)
-		if pg == nil {
-			pg = map[string]any{}
+		for mode, m := range modes {
+			var v map[string]any
+			if err := yaml.Unmarshal([]byte(c.values), &v); err != nil {
+				t.Fatal(err)
+			}
+			pg := map[string]any{"enabled": true}
+			if c.maxConnections != 0 {
+				pg["maxConnections"] = c.maxConnections
+			}
+			if m.key == "cnpg" {
+				pg = map[string]any{"cnpg": pg}
+			}
 			v["postgresql"] = pg
-		}
-		pg["enabled"] = true
-		objs, err := render(v, "evalmeter")
-		switch {
-		case c.fail != "" && (err == nil || !strings.Contains(err.Error(), c.fail)):
-			t.Errorf("%s: rendered (%v), want the error %q", c.name, err, c.fail)
-		case c.fail == "" && err != nil:
-			t.Errorf("%s: %v", c.name, err)
-		case c.fail == "" && maxConnections(objs) != c.args:
-			t.Errorf("%s: PostgreSQL runs with %q, want %q", c.name, maxConnections(objs), c.args)
+			objs, err := render(v, "evalmeter")
+			fail := ""
+			if c.fail != "" {
+				fail = fmt.Sprintf(c.fail, mode)
+			}
+			switch {
+			case fail != "" && (err == nil || !strings.Contains(err.Error(), fail)):
+				t.Errorf("%s, %s: rendered (%v), want the error %q", c.name, mode, err, fail)
+			case fail == "" && err != nil:
+				t.Errorf("%s, %s: %v", c.name, mode, err)
+			case fail == "" && m.maxConnections(objs) != c.want:
+				t.Errorf("%s, %s: max_connections is %q, want %q", c.name, mode, m.maxConnections(objs), c.want)
+			}
 		}
 	}
 }

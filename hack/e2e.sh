@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # make test-e2e: evalmeter installed with Helm on a kind cluster and used as a client
 # would, through the cluster network (test/e2e/kind_test.go).
+# make test-e2e-ha (E2E_SUITE=ha): the same with a CloudNativePG ledger, failed over
+# under load (test/e2e/ha_test.go).
 #
 #   1. A Docker engine: DOCKER_HOST when it answers, else hack/docker.sh's (root).
 #   2. Online or offline: online when Docker Hub answers (E2E_OFFLINE=1 or 0 decides).
@@ -11,11 +13,16 @@
 #   3. evalmeter's image (hack/image.sh, nothing pulled), kind, helm and kubectl.
 #   4. Traefik's image (hack/kind/traefik-image.sh: built from the Go module proxy), the
 #      ingress controller the test deploys from hack/kind/traefik.yaml.
+#      ha: CloudNativePG's operator and PostgreSQL images instead, offline built here
+#      (hack/kind/cnpg-operator-image.sh, hack/kind/cnpg-postgres-image.sh), online the
+#      published ones.
 #   5. A new kind cluster $KIND_CLUSTER (default evalmeter-e2e) with one node whose node
 #      ports are published on the host: 30080 (the API's Service) on 127.0.0.1:$E2E_PORT
 #      (default 38443) and 30443 (Traefik's HTTPS) on 127.0.0.1:$E2E_INGRESS_PORT (38444).
 #   6. go test -tags e2e -run '^TestKind' ./test/e2e: helm install, the client flow
 #      through the Service, helm upgrade to TLS at the Ingress, the rest through it.
+#      ha: CloudNativePG's operator installed from its release manifest
+#      (hack/cnpg-manifest.sh), then go test -run '^TestHA' ./test/e2e.
 #   7. The cluster is deleted, unless E2E_KEEP=1 (then: KUBECONFIG=bin/kind/<name>.kubeconfig).
 #
 # Caches: bin/ (kind, helm, kubectl, node image inputs) and the Docker engine's store; a
@@ -27,9 +34,20 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root=$PWD
 
 go=${GO:-go}
-cluster=${KIND_CLUSTER:-evalmeter-e2e}
-port=${E2E_PORT:-38443}
-ingress_port=${E2E_INGRESS_PORT:-38444}
+suite=${E2E_SUITE:-kind}
+case $suite in
+kind)
+	cluster=${KIND_CLUSTER:-evalmeter-e2e}
+	port=${E2E_PORT:-38443}
+	ingress_port=${E2E_INGRESS_PORT:-38444}
+	;;
+ha)
+	cluster=${KIND_CLUSTER:-evalmeter-e2e-ha}
+	port=${E2E_PORT:-38453}
+	ingress_port=${E2E_INGRESS_PORT:-38454}
+	;;
+*) die "E2E_SUITE=$suite: kind or ha" ;;
+esac
 node_port=30080
 ingress_node_port=30443
 image=${IMAGE:-evalmeter:dev}
@@ -58,12 +76,25 @@ if [ -z "$offline" ]; then
 fi
 node_image=${E2E_NODE_IMAGE:-}
 postgres_image=
+cnpg_manifest=
+cnpg_operator_image=
+cnpg_postgres_image=
+if [ "$suite" = ha ]; then
+	cnpg_manifest=$(hack/cnpg-manifest.sh)
+	# online: the manifest's own operator image, the chart's default operand image
+	cnpg_operator_image=$(awk '$1 == "image:" { print $2; exit }' "$cnpg_manifest")
+fi
 if [ "$offline" = 1 ]; then
 	log "offline: building the node and PostgreSQL images here (cached)"
 	[ -n "$node_image" ] || node_image=$(step "node image" hack/kind/build-node-image.sh)
-	postgres_image=$(step "PostgreSQL image" hack/kind/postgres-image.sh)
+	if [ "$suite" = ha ]; then
+		cnpg_operator_image=$(step "CloudNativePG operator image" env GO="$go" hack/kind/cnpg-operator-image.sh)
+		cnpg_postgres_image=$(step "CloudNativePG PostgreSQL image" hack/kind/cnpg-postgres-image.sh)
+	else
+		postgres_image=$(step "PostgreSQL image" hack/kind/postgres-image.sh)
+	fi
 else
-	log "online: kind's published node image; the node pulls the chart's postgres image"
+	log "online: kind's published node image; the node pulls the chart's PostgreSQL images"
 fi
 
 # ---- 3. tools and evalmeter's image ----
@@ -74,8 +105,11 @@ step "helm" make --no-print-directory helm >&2
 helm=$root/bin/helm
 kubectl=$(hack/envtest.sh)/kubectl
 step "evalmeter image" env IMAGE="$image" GO="$go" hack/image.sh >/dev/null
-traefik_image=$(step "Traefik image" env GO="$go" hack/kind/traefik-image.sh)
-grep -q "image: $traefik_image\$" hack/kind/traefik.yaml || die "hack/kind/traefik.yaml does not run $traefik_image"
+traefik_image=
+if [ "$suite" = kind ]; then
+	traefik_image=$(step "Traefik image" env GO="$go" hack/kind/traefik-image.sh)
+	grep -q "image: $traefik_image\$" hack/kind/traefik.yaml || die "hack/kind/traefik.yaml does not run $traefik_image"
+fi
 
 # ---- 5. cluster ----
 cleanup() {
@@ -109,14 +143,31 @@ config=$out/$cluster.yaml
 trap cleanup EXIT
 step "creating cluster $cluster" "$kind" create cluster --name "$cluster" --config "$config" \
 	--kubeconfig "$kubeconfig" --wait 3m ${node_image:+--image "$node_image"} >&2
-for i in "$image" "$traefik_image" ${postgres_image:+"$postgres_image"}; do
+for i in "$image" $traefik_image $postgres_image $cnpg_postgres_image; do
 	step "loading $i" "$kind" load docker-image "$i" --name "$cluster" >&2
 done
+if [ "$suite" = ha ]; then
+	if [ "$offline" = 1 ]; then
+		step "loading $cnpg_operator_image" "$kind" load docker-image "$cnpg_operator_image" --name "$cluster" >&2
+	fi
+	# The manifest's image, pulled Always: offline, the one loaded above instead.
+	sed -e "s|ghcr.io/cloudnative-pg/cloudnative-pg:[^[:space:]]*|$cnpg_operator_image|" \
+		-e 's|imagePullPolicy: Always|imagePullPolicy: IfNotPresent|' "$cnpg_manifest" >"$out/$cluster-cnpg.yaml"
+	step "installing CloudNativePG's operator" "$kubectl" --kubeconfig "$kubeconfig" apply --server-side \
+		-f "$out/$cluster-cnpg.yaml" >/dev/null
+	step "waiting for the operator" "$kubectl" --kubeconfig "$kubeconfig" -n cnpg-system rollout status \
+		deployment/cnpg-controller-manager --timeout=5m >&2
+fi
 
 # ---- 6. the test ----
-log "ready in $((SECONDS - t0))s; running test/e2e TestKind"
+if [ "$suite" = ha ]; then
+	tests='^TestHA'
+else
+	tests='^TestKind'
+fi
+log "ready in $((SECONDS - t0))s; running test/e2e $tests"
 KUBECONFIG=$kubeconfig KUBECTL=$kubectl HELM=$helm \
 	E2E_API_URL=https://127.0.0.1:$port E2E_NODE_PORT=$node_port E2E_INGRESS_ADDR=127.0.0.1:$ingress_port \
-	E2E_IMAGE=$image E2E_POSTGRES_IMAGE=$postgres_image \
-	"$go" test -tags e2e -count=1 -v -timeout 20m -run '^TestKind' ./test/e2e
+	E2E_IMAGE=$image E2E_POSTGRES_IMAGE=$postgres_image E2E_CNPG_POSTGRES_IMAGE=$cnpg_postgres_image \
+	"$go" test -tags e2e -count=1 -v -timeout 30m -run "$tests" ./test/e2e
 log "passed in $((SECONDS - t0))s"

@@ -28,12 +28,30 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end -}}
 
+{{/* The CloudNativePG Cluster of postgresql.cnpg. */}}
+{{- define "evalmeter.cnpgCluster" -}}
+{{ include "evalmeter.fullname" . | trunc 50 | trimSuffix "-" }}-db
+{{- end -}}
+
 {{/* The Secret and key holding DATABASE_URL. */}}
 {{- define "evalmeter.databaseSecret" -}}
-{{- if .Values.postgresql.enabled -}}{{ include "evalmeter.fullname" . }}-database{{- else -}}{{ .Values.database.existingSecret }}{{- end -}}
+{{- if .Values.postgresql.enabled -}}{{ include "evalmeter.fullname" . }}-database
+{{- else if .Values.postgresql.cnpg.enabled -}}{{ include "evalmeter.cnpgCluster" . }}-app
+{{- else -}}{{ .Values.database.existingSecret }}{{- end -}}
 {{- end -}}
 {{- define "evalmeter.databaseKey" -}}
-{{- if .Values.postgresql.enabled -}}url{{- else -}}{{ .Values.database.existingSecretKey }}{{- end -}}
+{{- if .Values.postgresql.enabled -}}url
+{{- else if .Values.postgresql.cnpg.enabled -}}uri
+{{- else -}}{{ .Values.database.existingSecretKey }}{{- end -}}
+{{- end -}}
+
+{{/* The Secret and key holding the CA that signs PostgreSQL's certificate; none: empty. */}}
+{{- define "evalmeter.databaseCASecret" -}}
+{{- if .Values.postgresql.cnpg.enabled -}}{{ include "evalmeter.cnpgCluster" . }}-ca
+{{- else if not .Values.postgresql.enabled -}}{{ .Values.database.caSecret }}{{- end -}}
+{{- end -}}
+{{- define "evalmeter.databaseCAKey" -}}
+{{- if .Values.postgresql.cnpg.enabled -}}ca.crt{{- else -}}{{ .Values.database.caSecretKey }}{{- end -}}
 {{- end -}}
 
 {{/* The Secret and key holding the session-token secret. */}}
@@ -59,13 +77,40 @@ seccompProfile:
   type: RuntimeDefault
 {{- end -}}
 
-{{/* DATABASE_URL from its Secret. */}}
+{{/* DATABASE_URL from its Secret; with a CA, libpq's variables that make pgx verify
+     the server against it (a URL's own sslmode and sslrootcert take precedence). */}}
 {{- define "evalmeter.databaseEnv" -}}
 - name: DATABASE_URL
   valueFrom:
     secretKeyRef:
       name: {{ include "evalmeter.databaseSecret" . }}
       key: {{ include "evalmeter.databaseKey" . }}
+{{- if include "evalmeter.databaseCASecret" . }}
+- name: PGSSLMODE
+  value: verify-full
+- name: PGSSLROOTCERT
+  value: /var/run/evalmeter/database-ca/ca.crt
+{{- end }}
+{{- end -}}
+
+{{/* The database CA's volume and its mount (only the certificate: CloudNativePG's CA
+     Secret also holds its private key); nothing without a CA. */}}
+{{- define "evalmeter.databaseCAVolume" -}}
+{{- with include "evalmeter.databaseCASecret" . -}}
+- name: database-ca
+  secret:
+    secretName: {{ . }}
+    items:
+    - key: {{ include "evalmeter.databaseCAKey" $ }}
+      path: ca.crt
+{{- end -}}
+{{- end -}}
+{{- define "evalmeter.databaseCAMount" -}}
+{{- if include "evalmeter.databaseCASecret" . -}}
+- name: database-ca
+  mountPath: /var/run/evalmeter/database-ca
+  readOnly: true
+{{- end -}}
 {{- end -}}
 
 {{/* GOMEMLIMIT of a container: call with (list "container" resources). Go's limit is
