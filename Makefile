@@ -72,6 +72,10 @@ envtest: ## Build the kube-apiserver and etcd of envtest from source, once (cach
 test-e2e: ## Install the chart on a new kind cluster and run the client flow through it (hack/e2e.sh: Docker, root when offline).
 	GO=$(GO) hack/e2e.sh
 
+.PHONY: test-e2e-ha
+test-e2e-ha: ## Fail the ledger's CloudNativePG cluster over under load on a new kind cluster and check it against the client's record (hack/e2e.sh E2E_SUITE=ha; E2E_HA_ASYNC=1: the mutation check).
+	E2E_SUITE=ha GO=$(GO) hack/e2e.sh
+
 .PHONY: fuzz
 fuzz: ## Fuzz the metrics engine for FUZZTIME (default 20s) against the JSON Schema and gowebpki/jcs, each converter for FUZZTIME_CONVERT (5s), and the API handler for FUZZTIME_HTTP (10s) against api/openapi.yaml.
 	$(GO) test -run '^$$' -fuzz '^FuzzCompute$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10s ./internal/metrics

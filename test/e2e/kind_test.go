@@ -58,6 +58,22 @@ func newKindEnv(t *testing.T) kindEnv {
 	return e
 }
 
+// run runs the command name (kubectl, helm) on the cluster with stdin and
+// returns its output; it ends the test when the command fails.
+func (e kindEnv) run(t *testing.T, stdin []byte, name string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+e.kubeconfig)
+	cmd.Stdin = bytes.NewReader(stdin)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s%s", filepath.Base(name), strings.Join(args, " "), err, out, stderr.String())
+	}
+	return string(out)
+}
+
 // TestKind installs the chart with Helm on the kind cluster hack/e2e.sh made,
 // as an operator would, with the bundled PostgreSQL and TLS in the pods, then
 // uses the service as a customer through the API Service's node port: every
@@ -69,16 +85,7 @@ func TestKind(t *testing.T) {
 	const ns = "evalmeter"
 	run := func(stdin []byte, name string, args ...string) string {
 		t.Helper()
-		cmd := exec.Command(name, args...)
-		cmd.Env = append(os.Environ(), "KUBECONFIG="+e.kubeconfig)
-		cmd.Stdin = bytes.NewReader(stdin)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("%s %s: %v\n%s%s", filepath.Base(name), strings.Join(args, " "), err, out, stderr.String())
-		}
-		return string(out)
+		return e.run(t, stdin, name, args...)
 	}
 	kubectl := func(args ...string) string { t.Helper(); return run(nil, e.kubectl, args...) }
 	t.Cleanup(func() {

@@ -1,0 +1,533 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/evalmeter/evalmeter/internal/poll"
+)
+
+// The failover test's load and schedule.
+const (
+	haCredits  = 300
+	haAttempts = 1000 // distinct Idempotency-Keys that try to open a session
+	// The keys are first tried over this long, so that opens run through
+	// the database faults.
+	haOpenPeriod = 100 * time.Second
+	// The load runs at least this long, and until every fault is over.
+	haLoad = 120 * time.Second
+	// A fault starts at this offset into the load, or when the previous one
+	// is over if later.
+	haFailoverAt, haSwitchoverAt, haAPIKillAt = 15 * time.Second, 50 * time.Second, 85 * time.Second
+	// The unavailability window each fault should stay under on kind.
+	haWindowTarget = 30 * time.Second
+	// Past this, the service did not come back by itself: the test fails.
+	haWindowLimit = 120 * time.Second
+
+	haCluster = "evalmeter-db" // the chart's CloudNativePG Cluster, release evalmeter
+)
+
+// TestHA is a Jepsen-style test of the ledger on CloudNativePG, on the kind
+// cluster hack/e2e.sh made with CloudNativePG's operator installed
+// (make test-e2e-ha). It installs the chart with postgresql.cnpg.enabled and
+// two API replicas, drives the API through its Service for about two
+// minutes with concurrent session opens (more attempts than credits, each
+// key retried until it gets a 201 or a 402), replays of acknowledged opens
+// and metrics posts, and meanwhile:
+//  1. deletes the primary's pod (a failover),
+//  2. asks for a switchover,
+//  3. kills the API pods one at a time.
+//
+// It then checks the ledger against the client's own record (checkLedger)
+// and prints each fault's unavailability window.
+//
+// E2E_HA_ASYNC=1 is the mutation check: asynchronous replication, and the
+// primary killed at once while its standbys are kept from streaming for a
+// few seconds. The test should then find acknowledged sessions lost.
+func TestHA(t *testing.T) {
+	e := newKindEnv(t)
+	async := os.Getenv("E2E_HA_ASYNC") == "1"
+	const ns = "evalmeter"
+	kubectl := func(args ...string) string { t.Helper(); return e.run(t, nil, e.kubectl, args...) }
+	t.Cleanup(func() {
+		if t.Failed() {
+			dumpCluster(t, e, ns)
+			for _, args := range [][]string{
+				{"-n", ns, "get", "clusters.postgresql.cnpg.io", "-o", "yaml"},
+				{"-n", "cnpg-system", "logs", "deployment/cnpg-controller-manager", "--tail=60"},
+			} {
+				out, err := e.output(args...)
+				t.Logf("kubectl %s (%v):\n%s", strings.Join(args, " "), err, out)
+			}
+		}
+	})
+
+	// helm install: the CloudNativePG Cluster, two API replicas behind a
+	// node port, serving TLS.
+	kubectl("create", "namespace", ns)
+	certFile, keyFile, roots := selfSignedCert(t, "127.0.0.1", "localhost")
+	kubectl("-n", ns, "create", "secret", "tls", "evalmeter-tls", "--cert", certFile, "--key", keyFile)
+	repository, tag := splitImage(e.image)
+	install := []string{"install", "evalmeter", filepath.Join(repo, "charts", "evalmeter"),
+		"--namespace", ns, "--wait", "--timeout", "10m",
+		"--set-string", "image.repository=" + repository, "--set-string", "image.tag=" + tag,
+		"--set", "image.pullPolicy=IfNotPresent",
+		"--set", "postgresql.cnpg.enabled=true",
+		"--set-string", "postgresql.cnpg.storage.size=1Gi",
+		"--set-string", "postgresql.cnpg.resources.requests.cpu=100m",
+		"--set-string", "postgresql.cnpg.resources.requests.memory=256Mi",
+		"--set-string", "postgresql.cnpg.resources.limits.memory=512Mi",
+		"--set", "api.replicas=2",
+		"--set", "api.service.type=NodePort", "--set", "api.service.nodePort=" + e.nodePort,
+		"--set", "api.service.port=443", "--set-string", "api.tlsSecret=evalmeter-tls",
+		"--set-string", "controller.resync=2s",
+	}
+	if image := os.Getenv("E2E_CNPG_POSTGRES_IMAGE"); image != "" {
+		install = append(install, "--set-string", "postgresql.cnpg.imageName="+image)
+	}
+	if async {
+		install = append(install, "--set", "postgresql.cnpg.synchronous.number=0")
+	}
+	start := time.Now()
+	e.run(t, nil, e.helm, install...)
+	t.Logf("helm install --wait: %s", time.Since(start).Round(time.Second))
+	db := cnpgCluster{e: e, ns: ns}
+	db.waitHealthy(t, "the Cluster after helm install", func(string) bool { return true })
+
+	// The agreement: haCredits credits.
+	validUntil := time.Now().Add(24 * time.Hour).UTC().Format(time.RFC3339)
+	e.run(t, []byte(fmt.Sprintf(`apiVersion: evalmeter.io/v1alpha1
+kind: ClientAgreement
+metadata:
+  name: ha-e2e
+spec:
+  clientID: ha-e2e
+  allocatedHours: %d
+  validUntil: %q
+  orderReference: PO-HA-1
+`, haCredits, validUntil)), e.kubectl, "-n", ns, "apply", "-f", "-")
+	poll.Until(t, 60*time.Second, "the agreement Active", func() error {
+		if got := kubectl("-n", ns, "get", "clientagreement", "ha-e2e", "-o", "jsonpath={.status.phase}"); got != "Active" {
+			return fmt.Errorf("phase %q", got)
+		}
+		return nil
+	})
+	apiKey := secretKey(t, kubectl, ns, "ha-e2e-api-key")
+	example, err := os.ReadFile(filepath.Join(repo, "api", "examples", "metrics-request.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	transport := &http.Transport{
+		TLSClientConfig:     &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+		MaxIdleConnsPerHost: 32,
+	}
+	c := &loadClient{
+		client: &http.Client{Timeout: 20 * time.Second, Transport: transport},
+		url:    e.apiURL + "/api/svc/v1",
+		h:      &history{},
+	}
+	svc := endpoint{url: c.url, client: c.client}
+	svc.waitUntilServing(t)
+
+	// The load.
+	t0 := time.Now()
+	var stop atomic.Bool // the replays and metrics posts end
+	var workers, openers sync.WaitGroup
+	keys := make(chan string)
+	go func() { // the pacer: each key first tried once, over haOpenPeriod
+		defer close(keys)
+		tick := time.NewTicker(haOpenPeriod / haAttempts)
+		defer tick.Stop()
+		for i := range haAttempts {
+			keys <- fmt.Sprintf("ha-e2e-open-%04d", i)
+			<-tick.C
+		}
+	}()
+	resolveBy := t0.Add(haLoad + 4*time.Minute)
+	for range 8 {
+		openers.Add(1)
+		go func() {
+			defer openers.Done()
+			for key := range keys {
+				for attempt := 1; ; attempt++ {
+					// Retried while the service is unavailable; anything else
+					// settles the key (and checkLedger judges it).
+					o := c.openSession(apiKey, key, attempt, opOpen)
+					if !o.failed() || time.Now().After(resolveBy) {
+						break
+					}
+					time.Sleep(500 * time.Millisecond)
+				}
+			}
+		}()
+	}
+	for range 2 { // replays of acknowledged opens
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			for !stop.Load() {
+				if s, ok := c.randomSession(); ok {
+					c.openSession(apiKey, s.key, 1, opReplay)
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		}()
+	}
+	for w := range 4 { // metrics posts, each key retried until a 200
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			for n := 0; !stop.Load(); n++ {
+				s, ok := c.randomSession()
+				if !ok {
+					time.Sleep(100 * time.Millisecond)
+					continue
+				}
+				key := fmt.Sprintf("ha-e2e-metrics-%d-%05d", w, n)
+				for attempt := 1; ; attempt++ {
+					o := c.postMetrics(s.token, key, attempt, example)
+					if !o.failed() || time.Now().After(resolveBy) {
+						break
+					}
+					time.Sleep(500 * time.Millisecond)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}()
+	}
+
+	// The faults, one after the other.
+	var faults []fault
+	after := func(offset time.Duration) { time.Sleep(time.Until(t0.Add(offset))) }
+
+	after(haFailoverAt)
+	primary := db.primary(t)
+	if async {
+		db.holdStreaming(t, primary, 5*time.Second)
+	}
+	f := fault{name: "failover: primary " + primary + " deleted", start: time.Now()}
+	if async {
+		kubectl("-n", ns, "delete", "pod", primary, "--grace-period=0", "--force", "--wait=false")
+	} else {
+		kubectl("-n", ns, "delete", "pod", primary, "--grace-period=1", "--wait=false")
+	}
+	f.end = db.waitHealthy(t, f.name, func(p string) bool { return p != primary })
+	f.promoted = db.promoted(t)
+	faults = append(faults, f)
+
+	after(haSwitchoverAt)
+	target := db.standby(t)
+	f = fault{name: "switchover to " + target, start: time.Now()}
+	patch := fmt.Sprintf(`{"status":{"targetPrimary":%q,"targetPrimaryTimestamp":%q,"phase":"Switchover in progress","phaseReason":"Switching over to %s"}}`,
+		target, time.Now().UTC().Format("2006-01-02T15:04:05.000000Z07:00"), target)
+	kubectl("-n", ns, "patch", "clusters.postgresql.cnpg.io", haCluster, "--subresource=status", "--type=merge", "-p", patch)
+	f.end = db.waitHealthy(t, f.name, func(p string) bool { return p == target })
+	f.promoted = db.promoted(t)
+	faults = append(faults, f)
+
+	after(haAPIKillAt)
+	for _, pod := range strings.Fields(kubectl("-n", ns, "get", "pods", "-l", "app.kubernetes.io/component=api", "-o", "jsonpath={.items[*].metadata.name}")) {
+		f = fault{name: "API pod " + pod + " killed", start: time.Now(), apiDown: true}
+		kubectl("-n", ns, "delete", "pod", pod, "--grace-period=0", "--force", "--wait=false")
+		// Kept-alive connections to the dead pod would fail after the fault.
+		transport.CloseIdleConnections()
+		poll.Until(t, 5*time.Minute, "two API pods ready without "+pod, func() error {
+			out := kubectl("-n", ns, "get", "pods", "-l", "app.kubernetes.io/component=api", "-o",
+				`jsonpath={range .items[*]}{.metadata.name} {.status.containerStatuses[0].ready}{"\n"}{end}`)
+			ready := 0
+			for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+				name, state, _ := strings.Cut(line, " ")
+				if name == pod {
+					return fmt.Errorf("%s is still there", pod)
+				}
+				if state == "true" {
+					ready++
+				}
+			}
+			if ready != 2 {
+				return fmt.Errorf("%d API pods ready:\n%s", ready, out)
+			}
+			return nil
+		})
+		f.end = time.Now()
+		faults = append(faults, f)
+	}
+
+	after(max(haLoad, time.Since(t0)+10*time.Second))
+	stop.Store(true)
+	workers.Wait()
+	openers.Wait()
+	loadTime := time.Since(t0)
+
+	// Every acknowledged session, replayed once more: the same id and token.
+	for _, s := range c.sessions() {
+		for attempt := 1; ; attempt++ {
+			if o := c.openSession(apiKey, s.key, attempt, opReplay); !o.failed() || attempt == 10 {
+				break
+			}
+			time.Sleep(time.Second)
+		}
+	}
+
+	h := c.h.all()
+	state := db.ledger(t, "ha-e2e")
+	t.Logf("load of %s against %s (synchronous replication: %t); the ledger: %d of %d credits consumed, %d sessions, %d metrics requests\n%s",
+		loadTime.Round(time.Second), c.url, !async, state.consumed, state.allocated, len(state.sessions), len(state.metricsKeys), summary(h, faults))
+	for _, p := range checkLedger(h, state, haAttempts, faults) {
+		t.Error(p)
+	}
+	for _, f := range figures(h, faults) {
+		switch {
+		case f.window >= haWindowLimit:
+			t.Errorf("%s: unavailable for %s: the service did not come back by itself", f.name, f.window.Round(time.Second))
+		case f.window >= haWindowTarget:
+			t.Logf("%s: unavailable for %s, over the %s target", f.name, f.window.Round(time.Second), haWindowTarget)
+		}
+	}
+}
+
+// loadClient makes the failover test's requests and records each in h.
+type loadClient struct {
+	client *http.Client
+	url    string // ending in /api/svc/v1
+	h      *history
+
+	mu    sync.Mutex
+	acked []op // the first 201 of each key
+	seen  map[string]bool
+}
+
+func (c *loadClient) openSession(apiKey, key string, attempt int, kind string) op {
+	o := c.post(kind, "/sessions", apiKey, key, attempt, nil)
+	if o.status == 201 {
+		c.mu.Lock()
+		if !c.seen[o.key] {
+			if c.seen == nil {
+				c.seen = map[string]bool{}
+			}
+			c.seen[o.key] = true
+			c.acked = append(c.acked, o)
+		}
+		c.mu.Unlock()
+	}
+	return o
+}
+
+func (c *loadClient) postMetrics(token, key string, attempt int, body []byte) op {
+	return c.post(opMetrics, "/metrics", token, key, attempt, body)
+}
+
+// randomSession is one of the sessions acknowledged so far.
+func (c *loadClient) randomSession() (op, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.acked) == 0 {
+		return op{}, false
+	}
+	return c.acked[rand.IntN(len(c.acked))], true
+}
+
+func (c *loadClient) sessions() []op {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]op(nil), c.acked...)
+}
+
+func (c *loadClient) post(kind, path, bearer, key string, attempt int, body []byte) op {
+	o := op{kind: kind, key: key, attempt: attempt, start: time.Now()}
+	defer func() { o.end = time.Now(); c.h.add(o) }()
+	req, err := http.NewRequest(http.MethodPost, c.url+path, bytes.NewReader(body))
+	if err != nil {
+		o.err = err.Error()
+		return o
+	}
+	req.Header.Set("Authorization", "Bearer "+bearer)
+	req.Header.Set("Idempotency-Key", key)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.client.Do(req)
+	if err != nil {
+		o.err = err.Error()
+		return o
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		o.err = err.Error()
+		return o
+	}
+	o.status, o.retryAfter = resp.StatusCode, resp.Header.Get("Retry-After")
+	var envelope struct {
+		Error struct {
+			Code string `json:"code"`
+		} `json:"error"`
+		Session struct {
+			ID    string `json:"id"`
+			Token string `json:"token"`
+		} `json:"session"`
+		Replay bool `json:"idempotent_replay"`
+	}
+	if json.Unmarshal(b, &envelope) == nil {
+		o.code, o.sessionID, o.token, o.replay = envelope.Error.Code, envelope.Session.ID, envelope.Session.Token, envelope.Replay
+	}
+	return o
+}
+
+// cnpgCluster is the chart's CloudNativePG Cluster, seen through kubectl.
+type cnpgCluster struct {
+	e  kindEnv
+	ns string
+}
+
+// status is the Cluster's current primary, ready instances and phase.
+func (c cnpgCluster) status(t *testing.T) (primary string, ready int, phase string) {
+	t.Helper()
+	out, err := c.e.output("-n", c.ns, "get", "clusters.postgresql.cnpg.io", haCluster, "-o",
+		"jsonpath={.status.currentPrimary}|{.status.readyInstances}|{.status.phase}")
+	if err != nil {
+		return "", 0, err.Error()
+	}
+	fields := strings.SplitN(out, "|", 3)
+	if len(fields) != 3 {
+		return "", 0, out
+	}
+	ready, _ = strconv.Atoi(fields[1])
+	return fields[0], ready, fields[2]
+}
+
+func (c cnpgCluster) primary(t *testing.T) string {
+	t.Helper()
+	p, _, _ := c.status(t)
+	if p == "" {
+		t.Fatal("the Cluster has no current primary")
+	}
+	return p
+}
+
+// standby is a ready standby of the Cluster.
+func (c cnpgCluster) standby(t *testing.T) string {
+	t.Helper()
+	primary := c.primary(t)
+	out := c.e.run(t, nil, c.e.kubectl, "-n", c.ns, "get", "pods", "-l", "cnpg.io/cluster="+haCluster+",cnpg.io/podRole=instance", "-o",
+		`jsonpath={range .items[*]}{.metadata.name} {.status.containerStatuses[0].ready}{"\n"}{end}`)
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if name, ready, _ := strings.Cut(line, " "); name != primary && ready == "true" {
+			return name
+		}
+	}
+	t.Fatalf("no ready standby besides the primary %s:\n%s", primary, out)
+	return ""
+}
+
+// promoted is when the current primary was promoted.
+func (c cnpgCluster) promoted(t *testing.T) time.Time {
+	t.Helper()
+	out := c.e.run(t, nil, c.e.kubectl, "-n", c.ns, "get", "clusters.postgresql.cnpg.io", haCluster, "-o", "jsonpath={.status.currentPrimaryTimestamp}")
+	at, err := time.Parse(time.RFC3339Nano, strings.TrimSpace(out))
+	if err != nil {
+		t.Fatalf("the Cluster's currentPrimaryTimestamp %q: %v", out, err)
+	}
+	return at
+}
+
+// waitHealthy waits until every instance is ready, the Cluster says it is
+// healthy and its primary satisfies ok, and returns when it was seen so.
+func (c cnpgCluster) waitHealthy(t *testing.T, what string, ok func(primary string) bool) time.Time {
+	t.Helper()
+	const instances = 3
+	poll.Until(t, 5*time.Minute, what+": the Cluster healthy again", func() error {
+		primary, ready, phase := c.status(t)
+		if ready != instances || phase != "Cluster in healthy state" || !ok(primary) {
+			return fmt.Errorf("primary %q, %d of %d instances ready, phase %q", primary, ready, instances, phase)
+		}
+		return nil
+	})
+	return time.Now()
+}
+
+// holdStreaming keeps the primary's standbys from streaming for d, by
+// terminating their WAL senders every 200ms (a standby retries after
+// wal_retrieve_retry_interval, 5s). With asynchronous replication the
+// primary acknowledges commits that only it has meanwhile.
+func (c cnpgCluster) holdStreaming(t *testing.T, primary string, d time.Duration) {
+	t.Helper()
+	script := fmt.Sprintf(`i=0; while [ $i -lt %d ]; do i=$((i + 1))
+psql -U postgres -AtqXc 'SELECT pg_terminate_backend(pid) FROM pg_stat_replication' >/dev/null 2>&1; sleep 0.2; done`, int(d/(200*time.Millisecond)))
+	go c.e.output("-n", c.ns, "exec", primary, "-c", "postgres", "--", "sh", "-c", script)
+	time.Sleep(d)
+}
+
+// ledger reads what PostgreSQL holds for clientID, on the primary.
+func (c cnpgCluster) ledger(t *testing.T, clientID string) ledgerState {
+	t.Helper()
+	query := func(sql string) [][]string {
+		t.Helper()
+		out := c.e.run(t, nil, c.e.kubectl, "-n", c.ns, "exec", c.primary(t), "-c", "postgres", "--",
+			"psql", "-U", "postgres", "-d", "evalmeter", "-AtqX", "-F", "|", "-v", "ON_ERROR_STOP=1", "-c", sql)
+		var rows [][]string
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			if line != "" {
+				rows = append(rows, strings.Split(line, "|"))
+			}
+		}
+		return rows
+	}
+	atoi := func(s string) int {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			t.Fatalf("ledger: %q is not a number", s)
+		}
+		return n
+	}
+	l := ledgerState{sessions: map[string]string{}, metricsKeys: map[string]bool{}}
+	// psql's -c does not interpolate variables: the test's own id, as a literal.
+	lit := "'" + strings.ReplaceAll(clientID, "'", "''") + "'"
+	row := query("SELECT allocated_hours, consumed_hours FROM clients WHERE client_id = " + lit)
+	if len(row) != 1 || len(row[0]) != 2 {
+		t.Fatalf("ledger: client %s: %q", clientID, row)
+	}
+	l.allocated, l.consumed = atoi(row[0][0]), atoi(row[0][1])
+	for _, r := range query("SELECT idempotency_key, id FROM sessions WHERE client_id = " + lit) {
+		l.sessions[r[0]] = r[1]
+	}
+	row = query("SELECT count(*), count(DISTINCT session_id) FROM credit_events WHERE kind = 'session' AND client_id = " + lit)
+	l.sessionEvents, l.chargedSessions = atoi(row[0][0]), atoi(row[0][1])
+	for _, r := range query("SELECT idempotency_key FROM metrics_requests WHERE client_id = " + lit) {
+		l.metricsKeys[r[0]] = true
+	}
+	return l
+}
+
+// output runs kubectl with args on the cluster and returns its output, or
+// the error with kubectl's stderr.
+func (e kindEnv) output(args ...string) (string, error) {
+	cmd := exec.Command(e.kubectl, args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+e.kubeconfig)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return string(out), fmt.Errorf("%w: %s", err, stderr.String())
+	}
+	return string(out), nil
+}
