@@ -23,11 +23,11 @@ type MetricsRecord struct {
 func (s *Store) SaveMetrics(ctx context.Context, clientID, idempotencyKey string, rec MetricsRecord, now time.Time) (MetricsRecord, bool, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	// DO NOTHING, then a plain read of the holder: a replay takes no row
-	// lock and writes no tuple (a no-op DO UPDATE does both). The INSERT
-	// waits for a concurrent one with the same key to commit, so the SELECT
-	// then sees its row. Only pruning between the two can hide it: the key
-	// is free again, and the next attempt stores rec.
+	// DO NOTHING, then a read of the holder: a replay writes no tuple (a
+	// no-op DO UPDATE would). The INSERT waits for a concurrent one with the
+	// same key to commit, so the SELECT then sees its row. Only pruning
+	// between the two can hide it: the key is free again, and the next
+	// attempt stores rec.
 	for attempt := 0; ; attempt++ {
 		tag, err := s.pool.Exec(ctx, `
 			INSERT INTO metrics_requests (client_id, idempotency_key, request_sha256, metrics, created_at)
@@ -45,9 +45,9 @@ func (s *Store) SaveMetrics(ctx context.Context, clientID, idempotencyKey string
 			digest []byte
 		)
 		err = s.pool.QueryRow(ctx, `
-			SELECT request_sha256, metrics FROM metrics_requests
+			SELECT request_sha256, metrics, `+waitForStandbys+` FROM metrics_requests
 			WHERE client_id = $1 AND idempotency_key = $2`,
-			clientID, idempotencyKey).Scan(&digest, &held.Metrics)
+			clientID, idempotencyKey).Scan(&digest, &held.Metrics, nil)
 		if errors.Is(err, pgx.ErrNoRows) && attempt < 2 {
 			continue
 		}
@@ -58,3 +58,19 @@ func (s *Store) SaveMetrics(ctx context.Context, clientID, idempotencyKey string
 		return held, false, nil
 	}
 }
+
+// waitForStandbys, in the select list of a replay's read, makes the read's
+// commit wait for the synchronous standbys as a write's does, and so until
+// they have every commit the read saw. A replay answers with what an earlier
+// request committed, and that commit may be on the primary alone: a writer
+// whose bound ended while its COMMIT waited for the standbys is cancelled by
+// pgx as it drops the connection, and PostgreSQL then keeps the commit,
+// visible, without their confirmation. Acknowledged by a replay, a failover
+// could lose it.
+//
+// The message goes to the WAL with a transaction ID, which is what makes a
+// commit wait (an ID alone does not: PostgreSQL waits only for a commit that
+// wrote WAL), and it takes no lock on the row, so a replay never waits for
+// one. Without synchronous replication nothing waits. Any role may call it.
+// TestReplaysWaitForStandbys shows the wait.
+const waitForStandbys = `pg_logical_emit_message(true, 'evalmeter', 'replay')`

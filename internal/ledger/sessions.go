@@ -63,8 +63,10 @@ func (s *Store) OpenSession(ctx context.Context, idempotencyKey string, sess Ses
 		}
 		if tag.RowsAffected() == 0 {
 			replay = true
-			opened, err = scanSession(tx.QueryRow(ctx, sessionColumns+`
-				FROM sessions s WHERE client_id = $1 AND idempotency_key = $2`, sess.ClientID, idempotencyKey))
+			// The key's FOR SHARE above would make the commit wait too,
+			// but a session may have been opened without a key.
+			opened, err = scanSession(tx.QueryRow(ctx, sessionColumns+`, `+waitForStandbys+`
+				FROM sessions s WHERE client_id = $1 AND idempotency_key = $2`, sess.ClientID, idempotencyKey), nil)
 			if errors.Is(err, pgx.ErrNoRows) {
 				return ErrKeyUnusable
 			}
