@@ -76,7 +76,8 @@ func TestCloudNativePG(t *testing.T) {
 		spec.PostgreSQL.Synchronous.Method != "any" {
 		t.Errorf("Cluster: %d instances, synchronous %+v; want 3, any 1, required", spec.Instances, spec.PostgreSQL.Synchronous)
 	}
-	wantParameters := map[string]string{"max_connections": "100", "shared_buffers": "256MB", "log_min_duration_statement": "1000"}
+	wantParameters := map[string]string{"max_connections": "100", "shared_buffers": "256MB", "log_min_duration_statement": "1000",
+		"wal_retrieve_retry_interval": "1s"}
 	if fmt.Sprint(spec.PostgreSQL.Parameters) != fmt.Sprint(wantParameters) {
 		t.Errorf("Cluster parameters %v, want %v", spec.PostgreSQL.Parameters, wantParameters)
 	}

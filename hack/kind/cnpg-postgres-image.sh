@@ -30,16 +30,9 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 out=$root/bin/kind
 DEBIAN_MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 mkdir -p "$out"
-# postgres-image.sh's lock: the two share the root filesystem.
-exec 9>"$out/.lock-postgres"
-flock 9
-
-rootfs=$out/rootfs-postgres
-step "debootstrap bookworm with postgresql-15 into $rootfs" \
-	debootstrap_once "$rootfs" postgresql-15,ca-certificates "$DEBIAN_MIRROR"
-version=$(chroot "$rootfs" dpkg-query -W -f '${Version}' postgresql-15)
-[[ $version =~ ^15\.([0-9]+) ]] || die "postgresql-15 version $version is not 15.N"
-image=evalmeter.local/cnpg-postgresql:15.${BASH_REMATCH[1]}
+postgres_rootfs "$out" "$DEBIAN_MIRROR"
+rootfs=$pg_rootfs version=$pg_version
+image=evalmeter.local/cnpg-postgresql:15.$pg_minor
 
 stamp=$( (
 	echo "$image $version"

@@ -42,6 +42,21 @@ debootstrap_once() {
 	echo "$packages" >"$dir.packages"
 }
 
+# postgres_rootfs OUT MIRROR: Debian bookworm's postgresql-15 in the root filesystem
+# OUT/rootfs-postgres (debootstrap_once), which postgres-image.sh and cnpg-postgres-image.sh
+# share, holding OUT/.lock-postgres (fd 9) for as long as the caller runs. Sets
+# pg_rootfs, pg_version (Debian's package version) and pg_minor (15.N's N).
+postgres_rootfs() {
+	exec 9>"$1/.lock-postgres"
+	flock 9
+	pg_rootfs=$1/rootfs-postgres
+	step "debootstrap bookworm with postgresql-15 into $pg_rootfs" \
+		debootstrap_once "$pg_rootfs" postgresql-15,ca-certificates "$2"
+	pg_version=$(chroot "$pg_rootfs" dpkg-query -W -f '${Version}' postgresql-15)
+	[[ $pg_version =~ ^15\.([0-9]+) ]] || die "postgresql-15 version $pg_version is not 15.N"
+	pg_minor=${BASH_REMATCH[1]}
+}
+
 # mini_rootfs DIR CA_BUNDLE: the files every small image gets: distroless's users,
 # /tmp, the CA bundle, nsswitch.conf.
 mini_rootfs() {

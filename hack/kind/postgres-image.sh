@@ -27,15 +27,9 @@ here=$root/hack/kind
 out=$root/bin/kind
 DEBIAN_MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 mkdir -p "$out"
-exec 9>"$out/.lock-postgres"
-flock 9
-
-rootfs=$out/rootfs-postgres
-step "debootstrap bookworm with postgresql-15 into $rootfs" \
-	debootstrap_once "$rootfs" postgresql-15,ca-certificates "$DEBIAN_MIRROR"
-version=$(chroot "$rootfs" dpkg-query -W -f '${Version}' postgresql-15)
-[[ $version =~ ^15\.([0-9]+) ]] || die "postgresql-15 version $version is not 15.N"
-image=evalmeter.local/postgres:15.${BASH_REMATCH[1]}
+postgres_rootfs "$out" "$DEBIAN_MIRROR"
+rootfs=$pg_rootfs version=$pg_version
+image=evalmeter.local/postgres:15.$pg_minor
 
 stamp=$( (
 	echo "$image $version"
