@@ -292,8 +292,14 @@ spec:
 	state := db.ledger(t, "ha-e2e")
 	t.Logf("load of %s against %s (synchronous replication: %t); the ledger: %d of %d credits consumed, %d sessions, %d metrics requests\n%s",
 		loadTime.Round(time.Second), c.url, !async, state.consumed, state.allocated, len(state.sessions), len(state.metricsKeys), summary(h, faults))
-	for _, p := range checkLedger(h, state, haAttempts, faults) {
+	// A broken ledger breaks many promises at once: the first few say which.
+	problems := checkLedger(h, state, haAttempts, faults)
+	const shown = 25
+	for _, p := range problems[:min(len(problems), shown)] {
 		t.Error(p)
+	}
+	if len(problems) > shown {
+		t.Errorf("... and %d more problems", len(problems)-shown)
 	}
 	for _, f := range figures(h, faults) {
 		switch {

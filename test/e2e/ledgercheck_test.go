@@ -94,8 +94,11 @@ type fault struct {
 // attempts is the number of distinct keys the client tried to open a
 // session with.
 func checkLedger(h []op, l ledgerState, attempts int, faults []fault) []string {
-	var problems []string
+	// The ledger's broken promises first, then the requests': a lost session
+	// also fails every later request that uses it.
+	var problems, opProblems []string
 	addf := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	opf := func(format string, args ...any) { opProblems = append(opProblems, fmt.Sprintf(format, args...)) }
 
 	acked := map[string]op{} // key -> its first 201
 	refused := map[string]bool{}
@@ -105,14 +108,14 @@ func checkLedger(h []op, l ledgerState, attempts int, faults []fault) []string {
 		switch {
 		case o.status == 0:
 			if !duringAPIFault(o, faults) {
-				addf("%s %s (attempt %d) at %s: no answer (%s) while every API pod was up", o.kind, o.key, o.attempt, o.start.Format(time.TimeOnly), o.err)
+				opf("%s %s (attempt %d) at %s: no answer (%s) while every API pod was up", o.kind, o.key, o.attempt, o.start.Format(time.TimeOnly), o.err)
 			}
 		case o.status == 503:
 			if o.retryAfter == "" || o.code != "service_unavailable" {
-				addf("%s %s: 503 with Retry-After %q and error.code %q, want a service_unavailable envelope with Retry-After", o.kind, o.key, o.retryAfter, o.code)
+				opf("%s %s: 503 with Retry-After %q and error.code %q, want a service_unavailable envelope with Retry-After", o.kind, o.key, o.retryAfter, o.code)
 			}
 		case o.status >= 500:
-			addf("%s %s: %d (%s)", o.kind, o.key, o.status, o.code)
+			opf("%s %s: %d (%s)", o.kind, o.key, o.status, o.code)
 		case o.kind == opMetrics && o.status == 200:
 			metricsAcked[o.key] = true
 		case o.kind != opMetrics && o.status == 201:
@@ -121,13 +124,13 @@ func checkLedger(h []op, l ledgerState, attempts int, faults []fault) []string {
 			if !seen {
 				acked[o.key] = o
 			} else if o.sessionID != first.sessionID || o.token != first.token {
-				addf("key %s: 201 with session %s, earlier %s (or another token)", o.key, o.sessionID, first.sessionID)
+				opf("key %s: 201 with session %s, earlier %s (or another token)", o.key, o.sessionID, first.sessionID)
 			}
 		case o.kind == opOpen && o.status == 402 && o.code == "credits_exhausted":
 			resolved[o.key] = true
 			refused[o.key] = true
 		default:
-			addf("%s %s: unexpected %d (%s)", o.kind, o.key, o.status, o.code)
+			opf("%s %s: unexpected %d (%s)", o.kind, o.key, o.status, o.code)
 		}
 	}
 
@@ -144,9 +147,9 @@ func checkLedger(h []op, l ledgerState, attempts int, faults []fault) []string {
 			addf("key %s: acknowledged session %s, the ledger has %s", key, acked[key].sessionID, id)
 		}
 	}
-	for key, id := range l.sessions {
+	for _, key := range sortedKeys(l.sessions) {
 		if _, ok := acked[key]; !ok {
-			addf("session %s (key %s) was charged but never acknowledged", id, key)
+			addf("session %s (key %s) was charged but never acknowledged", l.sessions[key], key)
 		}
 	}
 	if n := len(l.sessions); l.consumed != n || l.sessionEvents != n || l.chargedSessions != n {
@@ -166,7 +169,7 @@ func checkLedger(h []op, l ledgerState, attempts int, faults []fault) []string {
 			addf("acknowledged metrics request lost: key %s is not in the ledger", key)
 		}
 	}
-	return problems
+	return append(problems, opProblems...)
 }
 
 func duringAPIFault(o op, faults []fault) bool {
