@@ -44,10 +44,12 @@ func (s *Store) SaveMetrics(ctx context.Context, clientID, idempotencyKey string
 			held   MetricsRecord
 			digest []byte
 		)
-		err = s.pool.QueryRow(ctx, `
-			SELECT request_sha256, metrics, `+waitForStandbys+` FROM metrics_requests
-			WHERE client_id = $1 AND idempotency_key = $2`,
-			clientID, idempotencyKey).Scan(&digest, &held.Metrics, nil)
+		err = pgx.BeginTxFunc(ctx, s.pool, readWrite, func(tx pgx.Tx) error {
+			return tx.QueryRow(ctx, `
+				SELECT request_sha256, metrics, `+waitForStandbys+` FROM metrics_requests
+				WHERE client_id = $1 AND idempotency_key = $2`,
+				clientID, idempotencyKey).Scan(&digest, &held.Metrics, nil)
+		})
 		if errors.Is(err, pgx.ErrNoRows) && attempt < 2 {
 			continue
 		}
@@ -71,6 +73,22 @@ func (s *Store) SaveMetrics(ctx context.Context, clientID, idempotencyKey string
 // The message goes to the WAL with a transaction ID, which is what makes a
 // commit wait (an ID alone does not: PostgreSQL waits only for a commit that
 // wrote WAL), and it takes no lock on the row, so a replay never waits for
-// one. Without synchronous replication nothing waits. Any role may call it.
-// TestReplaysWaitForStandbys shows the wait.
+// one. Without synchronous replication nothing waits. Any role may call it
+// (PostgreSQL grants it to PUBLIC; a server that revokes it refuses every
+// replay). TestReplaysWaitForStandbys shows the wait.
 const waitForStandbys = `pg_logical_emit_message(true, 'evalmeter', 'replay')`
+
+// readWrite: a transaction that emits waitForStandbys must be read-write,
+// which a server in recovery refuses with 25006, unavailable (a connection
+// to a primary just demoted); the message itself would fail there with an
+// internal error, a 500.
+var readWrite = pgx.TxOptions{AccessMode: pgx.ReadWrite}
+
+// awaitStandbys returns once the synchronous standbys have every commit
+// seen so far: see waitForStandbys.
+func (s *Store) awaitStandbys(ctx context.Context) error {
+	return pgx.BeginTxFunc(ctx, s.pool, readWrite, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `SELECT `+waitForStandbys)
+		return err
+	})
+}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/multitracer"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
@@ -82,6 +83,9 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		cfg.MaxConns = opts.MaxConns
 		cfg.MinConns = min(cfg.MinConns, opts.MaxConns)
 	}
+	if cfg.ConnConfig.TLSConfig != nil {
+		cfg.BeforeConnect = reloadTLS(url)
+	}
 	switch {
 	case opts.TracerProvider != nil && opts.Tracer != nil:
 		cfg.ConnConfig.Tracer = multitracer.New(pgxtrace.New(opts.TracerProvider), opts.Tracer)
@@ -95,6 +99,28 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("connecting to PostgreSQL: %w", err)
 	}
 	return &Store{pool: pool, timeout: timeout}, nil
+}
+
+// reloadTLS gives each new connection the TLS settings of url parsed again,
+// with sslrootcert (or PGSSLROOTCERT) and the client certificate read anew.
+// pgx reads them once, but a CA can be renewed in place: CloudNativePG
+// renews its own before it expires, and the kubelet updates the mounted
+// file. A pod that kept the first one would fail every new connection once
+// it expired.
+func reloadTLS(url string) func(context.Context, *pgx.ConnConfig) error {
+	return func(_ context.Context, cc *pgx.ConnConfig) error {
+		fresh, err := pgconn.ParseConfig(url)
+		if err != nil {
+			return fmt.Errorf("DATABASE_URL's TLS files: %w", err)
+		}
+		cc.TLSConfig = fresh.TLSConfig
+		if len(fresh.Fallbacks) == len(cc.Fallbacks) {
+			for i, f := range fresh.Fallbacks {
+				cc.Fallbacks[i].TLSConfig = f.TLSConfig
+			}
+		}
+		return nil
+	}
 }
 
 // PoolStat is a snapshot of the connection pool's statistics.

@@ -362,4 +362,33 @@ func TestReplaysWaitForStandbys(t *testing.T) {
 			t.Errorf("%s, replayed: %v; want unavailable, not an answer no standby has confirmed", w.name, err)
 		}
 	}
+
+	// A refusal is an answer too: the credit that makes it may have been
+	// spent by a commit on the primary alone.
+	if _, err := s.UpsertClient(ctx, ledger.Grant{ClientID: "solo", AllocatedHours: 1, Source: "test"}, t0); !ledger.Unavailable(err) {
+		t.Fatalf("a client created with no standby: %v, want unavailable", err)
+	}
+	poll.Until(t, 10*time.Second, "the client committed on the primary alone", func() error {
+		if n := query[int64](t, url, `SELECT count(*) FROM clients WHERE client_id = 'solo'`); n[0] != 1 {
+			return fmt.Errorf("%d rows", n[0])
+		}
+		return nil
+	})
+	open := func(key, id string) error {
+		_, _, err := s.OpenSession(ctx, key, ledger.Session{ID: id, ClientID: "solo", IssuedAt: t0,
+			ExpiresAt: t0.Add(time.Hour), TokenKeyID: "k"}, "test")
+		return err
+	}
+	if err := open("idempotency-key-0004", "sess_000000000000000000000004"); !ledger.Unavailable(err) {
+		t.Fatalf("solo's only credit, spent with no standby: %v, want unavailable", err)
+	}
+	poll.Until(t, 10*time.Second, "the credit spent on the primary alone", func() error {
+		if n := query[int64](t, url, `SELECT consumed_hours FROM clients WHERE client_id = 'solo'`); n[0] != 1 {
+			return fmt.Errorf("%d consumed", n[0])
+		}
+		return nil
+	})
+	if err := open("idempotency-key-0005", "sess_000000000000000000000005"); !ledger.Unavailable(err) {
+		t.Errorf("another session, refused for that credit: %v; want unavailable, not a 402 no standby has confirmed", err)
+	}
 }

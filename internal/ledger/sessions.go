@@ -87,6 +87,13 @@ func (s *Store) OpenSession(ctx context.Context, idempotencyKey string, sess Ses
 			VALUES ($1, $2, 'session', 1, $3, $4)`, sess.ClientID, sess.IssuedAt, sess.ID, source)
 		return err
 	})
+	if errors.Is(err, ErrNoCredit) {
+		// A refusal answers from credits that commits on the primary alone
+		// may have spent: it waits for the standbys as a replay does.
+		if werr := s.awaitStandbys(ctx); werr != nil {
+			return Session{}, false, werr
+		}
+	}
 	if err != nil {
 		return Session{}, false, err
 	}
