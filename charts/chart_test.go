@@ -95,7 +95,7 @@ var valueSets = map[string]map[string]any{
 	"cloudnativepg": {
 		"postgresql": map[string]any{"cnpg": map[string]any{
 			"enabled": true, "storage": map[string]any{"size": "20Gi", "storageClass": "fast"},
-			"parameters": map[string]any{"shared_buffers": "256MB", "log_min_duration_statement": 1000},
+			"parameters": map[string]any{"shared_buffers": "256MB", "log_min_duration_statement": "1000"},
 		}},
 		"api": map[string]any{"autoscaling": map[string]any{"enabled": true}},
 	},

@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
+
+	"github.com/evalmeter/evalmeter/internal/charttest"
 )
 
 // installCloudNativePGCRDs installs the CRDs of CloudNativePG's release
@@ -46,6 +48,7 @@ type cnpgCluster struct {
 				Method         string `json:"method"`
 				Number         int    `json:"number"`
 				DataDurability string `json:"dataDurability"`
+				FailoverQuorum bool   `json:"failoverQuorum"`
 			} `json:"synchronous"`
 		} `json:"postgresql"`
 		Bootstrap struct {
@@ -73,8 +76,8 @@ func TestCloudNativePG(t *testing.T) {
 	object(t, objs, "Cluster", "evalmeter-db", &cluster)
 	spec := cluster.Spec
 	if spec.Instances != 3 || spec.PostgreSQL.Synchronous.Number != 1 || spec.PostgreSQL.Synchronous.DataDurability != "required" ||
-		spec.PostgreSQL.Synchronous.Method != "any" {
-		t.Errorf("Cluster: %d instances, synchronous %+v; want 3, any 1, required", spec.Instances, spec.PostgreSQL.Synchronous)
+		spec.PostgreSQL.Synchronous.Method != "any" || !spec.PostgreSQL.Synchronous.FailoverQuorum {
+		t.Errorf("Cluster: %d instances, synchronous %+v; want 3, any 1, required, with a failover quorum", spec.Instances, spec.PostgreSQL.Synchronous)
 	}
 	wantParameters := map[string]string{"max_connections": "100", "shared_buffers": "256MB", "log_min_duration_statement": "1000",
 		"wal_retrieve_retry_interval": "1s"}
@@ -93,6 +96,34 @@ func TestCloudNativePG(t *testing.T) {
 		}
 	}
 	checkDatabaseClient(t, objs, "evalmeter-db-app", "uri", "evalmeter-db-ca", "ca.crt")
+
+	// The Cluster outlives helm uninstall, as the data of a ledger must.
+	for _, o := range objs {
+		if o.GetKind() == "Cluster" && o.GetAnnotations()["helm.sh/resource-policy"] != "keep" {
+			t.Errorf("the Cluster's annotations %v lack helm.sh/resource-policy: keep", o.GetAnnotations())
+		}
+	}
+}
+
+// TestCloudNativePGClusterName: the Cluster's name keeps within
+// CloudNativePG's 50 characters (its webhook refuses longer ones, which
+// envtest, without the webhook, would not), and the chart refuses a release
+// whose Cluster name would not be a DNS-1035 label.
+func TestCloudNativePGClusterName(t *testing.T) {
+	values := map[string]any{"postgresql": map[string]any{"cnpg": map[string]any{"enabled": true}}}
+	long := strings.Repeat("a", 53)
+	objs, err := charttest.RenderRelease(chartDir, long, charttest.KubeVersion, "evalmeter", values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		if o.GetKind() == "Cluster" && (len(o.GetName()) > 50 || !strings.HasSuffix(o.GetName(), "-db")) {
+			t.Errorf("release %s: Cluster %s (%d characters), want at most 50 ending in -db", long, o.GetName(), len(o.GetName()))
+		}
+	}
+	if _, err := charttest.RenderRelease(chartDir, "1st", charttest.KubeVersion, "evalmeter", values); err == nil || !strings.Contains(err.Error(), "DNS-1035") {
+		t.Errorf("release 1st: %v, want a DNS-1035 error", err)
+	}
 }
 
 // TestExternalCloudNativePG: a Cluster the user runs is reached through
@@ -176,6 +207,11 @@ func TestCloudNativePGRefused(t *testing.T) {
 			fail: "postgresql.cnpg.instances 1 leaves fewer standbys than postgresql.cnpg.synchronous.number 1"},
 		{name: "max_connections as a parameter", values: `{postgresql: {cnpg: {enabled: true, parameters: {max_connections: "500"}}}}`,
 			fail: "set postgresql.cnpg.maxConnections"},
+		{name: "synchronous_commit", values: `{postgresql: {cnpg: {enabled: true, parameters: {synchronous_commit: "local"}}}}`,
+			fail: "synchronous_commit is refused"},
+		{name: "a number for a parameter", values: `{postgresql: {cnpg: {enabled: true, parameters: {work_mem: 4096}}}}`, fail: "schema"},
+		{name: "a digest without a tag", values: `{postgresql: {cnpg: {enabled: true, imageName: "ghcr.io/cloudnative-pg/postgresql@sha256:0000000000000000000000000000000000000000000000000000000000000000"}}}`,
+			fail: "schema"},
 		{name: "latest", values: `{postgresql: {cnpg: {enabled: true, imageName: "ghcr.io/cloudnative-pg/postgresql:latest"}}}`,
 			fail: "schema"},
 		{name: "unknown durability", values: `{postgresql: {cnpg: {enabled: true, synchronous: {number: 1, dataDurability: "eventual"}}}}`,
@@ -192,6 +228,14 @@ func TestCloudNativePGRefused(t *testing.T) {
 			t.Errorf("%s: rendered (%v), want the error %q", c.name, err, c.fail)
 		}
 	}
+	// A registry with a port, and a tag with a digest, are images too.
+	for _, image := range []string{"registry.example.com:5000/postgresql:15.6",
+		"ghcr.io/cloudnative-pg/postgresql:15.14-system-trixie@sha256:0000000000000000000000000000000000000000000000000000000000000000"} {
+		if _, err := render(map[string]any{"postgresql": map[string]any{"cnpg": map[string]any{"enabled": true, "imageName": image}}}, "evalmeter"); err != nil {
+			t.Errorf("imageName %s: %v", image, err)
+		}
+	}
+
 	// Without database.existingSecret, the schema accepts either PostgreSQL.
 	for _, pg := range []string{`{enabled: true}`, `{cnpg: {enabled: true}}`} {
 		var v map[string]any

@@ -82,7 +82,8 @@ cnpg_postgres_image=
 if [ "$suite" = ha ]; then
 	cnpg_manifest=$(hack/cnpg-manifest.sh)
 	# online: the manifest's own operator image, the chart's default operand image
-	cnpg_operator_image=$(awk '$1 == "image:" { print $2; exit }' "$cnpg_manifest")
+	cnpg_operator_image=$(grep -om1 'ghcr.io/cloudnative-pg/cloudnative-pg:[^[:space:]]*' "$cnpg_manifest") ||
+		die "$cnpg_manifest names no ghcr.io/cloudnative-pg/cloudnative-pg image"
 fi
 if [ "$offline" = 1 ]; then
 	log "offline: building the node and PostgreSQL images here (cached)"
@@ -147,12 +148,13 @@ for i in "$image" $traefik_image $postgres_image $cnpg_postgres_image; do
 	step "loading $i" "$kind" load docker-image "$i" --name "$cluster" >&2
 done
 if [ "$suite" = ha ]; then
+	cp "$cnpg_manifest" "$out/$cluster-cnpg.yaml"
 	if [ "$offline" = 1 ]; then
 		step "loading $cnpg_operator_image" "$kind" load docker-image "$cnpg_operator_image" --name "$cluster" >&2
+		# The manifest's image, pulled Always: the one loaded above instead.
+		sed -e "s|ghcr.io/cloudnative-pg/cloudnative-pg:[^[:space:]]*|$cnpg_operator_image|" \
+			-e 's|imagePullPolicy: Always|imagePullPolicy: IfNotPresent|' "$cnpg_manifest" >"$out/$cluster-cnpg.yaml"
 	fi
-	# The manifest's image, pulled Always: offline, the one loaded above instead.
-	sed -e "s|ghcr.io/cloudnative-pg/cloudnative-pg:[^[:space:]]*|$cnpg_operator_image|" \
-		-e 's|imagePullPolicy: Always|imagePullPolicy: IfNotPresent|' "$cnpg_manifest" >"$out/$cluster-cnpg.yaml"
 	step "installing CloudNativePG's operator" "$kubectl" --kubeconfig "$kubeconfig" apply --server-side \
 		-f "$out/$cluster-cnpg.yaml" >/dev/null
 	step "waiting for the operator" "$kubectl" --kubeconfig "$kubeconfig" -n cnpg-system rollout status \

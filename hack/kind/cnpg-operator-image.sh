@@ -24,7 +24,8 @@ out=$root/bin/kind
 go=${GO:-go}
 version=$(cnpg_version "$mod/go.mod")
 image=evalmeter.local/cloudnative-pg:${version#v}
-bin=$out/cnpg-$version/manager
+# keyed on go.sum: the same version with other dependencies is another binary
+bin=$out/cnpg-$version-$(sha256sum "$mod/go.sum" | cut -c1-12)/manager
 mkdir -p "$out"
 exec 9>"$out/.lock-cnpg"
 flock 9
@@ -35,7 +36,6 @@ build_binary() {
 		"$go" build -trimpath -ldflags "-s -w" -o "$bin.tmp" github.com/cloudnative-pg/cloudnative-pg/cmd/manager)
 	mv -f "$bin.tmp" "$bin"
 }
-# The binary's version is compiled in (pkg/versions), so the path names it.
 [ -x "$bin" ] || step "building CloudNativePG $version (minutes the first time)" build_binary
 
 stamp=$(sha256sum "$bin" "${BASH_SOURCE[0]}" "$(dirname "${BASH_SOURCE[0]}")/lib.sh" | sha256sum | cut -d' ' -f1)

@@ -29,7 +29,12 @@ func Render(dir, namespace string, values map[string]any) ([]*unstructured.Unstr
 
 // RenderFor renders for a cluster that reports kubeVersion ("v1.31.1-gke.1146000").
 func RenderFor(dir, kubeVersion, namespace string, values map[string]any) ([]*unstructured.Unstructured, error) {
-	rel, err := install(dir, kubeVersion, namespace, values)
+	return RenderRelease(dir, Release, kubeVersion, namespace, values)
+}
+
+// RenderRelease renders under the release name release.
+func RenderRelease(dir, release, kubeVersion, namespace string, values map[string]any) ([]*unstructured.Unstructured, error) {
+	rel, err := install(dir, release, kubeVersion, namespace, values)
 	if err != nil {
 		return nil, err
 	}
@@ -48,7 +53,7 @@ func RenderFor(dir, kubeVersion, namespace string, values map[string]any) ([]*un
 
 // Notes renders the chart's NOTES.txt, as helm install prints it.
 func Notes(dir, namespace string, values map[string]any) (string, error) {
-	rel, err := install(dir, KubeVersion, namespace, values)
+	rel, err := install(dir, Release, KubeVersion, namespace, values)
 	if err != nil {
 		return "", err
 	}
@@ -56,7 +61,7 @@ func Notes(dir, namespace string, values map[string]any) (string, error) {
 }
 
 // install runs helm install as a client-only dry run.
-func install(dir, kubeVersion, namespace string, values map[string]any) (*release.Release, error) {
+func install(dir, releaseName, kubeVersion, namespace string, values map[string]any) (*release.Release, error) {
 	chart, err := loader.Load(dir)
 	if err != nil {
 		return nil, err
@@ -68,7 +73,7 @@ func install(dir, kubeVersion, namespace string, values map[string]any) (*releas
 	v.Version = kubeVersion // as the cluster reports it, a provider's suffix included
 	install := action.NewInstall(&action.Configuration{})
 	install.DryRun, install.ClientOnly, install.Replace = true, true, true
-	install.ReleaseName, install.Namespace = Release, namespace
+	install.ReleaseName, install.Namespace = releaseName, namespace
 	install.KubeVersion = v
 	return install.Run(chart, values)
 }

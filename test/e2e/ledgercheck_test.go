@@ -194,6 +194,8 @@ func sortedKeys[V any](m map[string]V) []string {
 type faultFigures struct {
 	fault
 	requests, failures int
+	unavailable        int // 503s among the failures
+	retries            int // requests that were not their key's first
 	// window: from the start of the first failed request to the end of the
 	// last, among requests started during the fault; 0 without failures.
 	window time.Duration
@@ -202,23 +204,33 @@ type faultFigures struct {
 	firstFailure, lastFailure time.Duration
 }
 
-// figures attributes each request to the last fault that started before it
-// (faults are in order): a fault's failures may outlast what Kubernetes
-// reports of it.
-func figures(h []op, faults []fault) []faultFigures {
+// figures attributes each request started before until to the last fault
+// that started before it (faults are in order): a fault's failures may
+// outlast what Kubernetes reports of it.
+func figures(h []op, faults []fault, until time.Time) []faultFigures {
 	out := make([]faultFigures, len(faults))
 	for i, f := range faults {
 		out[i].fault = f
+		end := until
+		if i+1 < len(faults) {
+			end = faults[i+1].start
+		}
 		var first, last time.Time
 		for _, o := range h {
-			if o.start.Before(f.start) || i+1 < len(faults) && !o.start.Before(faults[i+1].start) {
+			if o.start.Before(f.start) || !o.start.Before(end) {
 				continue
 			}
 			out[i].requests++
+			if o.attempt > 1 {
+				out[i].retries++
+			}
 			if !o.failed() {
 				continue
 			}
 			out[i].failures++
+			if o.status == 503 {
+				out[i].unavailable++
+			}
 			if first.IsZero() || o.start.Before(first) {
 				first = o.start
 			}
@@ -234,8 +246,8 @@ func figures(h []op, faults []fault) []faultFigures {
 	return out
 }
 
-// summary is the figures' table.
-func summary(h []op, faults []fault) string {
+// summary is the figures' table, of the requests started before until.
+func summary(h []op, faults []fault, until time.Time) string {
 	var b strings.Builder
 	var s503, s0, retries, maxAttempts int
 	for _, o := range h {
@@ -251,14 +263,14 @@ func summary(h []op, faults []fault) string {
 		maxAttempts = max(maxAttempts, o.attempt)
 	}
 	fmt.Fprintf(&b, "requests %d, 503s %d, no answer %d, retries %d (at most %d attempts for one key)\n", len(h), s503, s0, retries, maxAttempts)
-	fmt.Fprintf(&b, "%-48s %8s %8s %8s %15s %9s %9s\n", "fault", "requests", "failures", "window", "from/to (s)", "promoted", "whole")
-	for _, f := range figures(h, faults) {
+	fmt.Fprintf(&b, "%-48s %8s %8s %6s %7s %8s %15s %9s %9s\n", "fault", "requests", "failures", "503s", "retries", "window", "from/to (s)", "promoted", "whole")
+	for _, f := range figures(h, faults, until) {
 		promoted := "-"
 		if !f.promoted.IsZero() {
 			promoted = fmt.Sprintf("%.1fs", f.promoted.Sub(f.start).Seconds())
 		}
-		fmt.Fprintf(&b, "%-48s %8d %8d %7.1fs %7.1f/%-7.1f %9s %8.1fs\n", f.name, f.requests, f.failures,
-			f.window.Seconds(), f.firstFailure.Seconds(), f.lastFailure.Seconds(), promoted, f.end.Sub(f.start).Seconds())
+		fmt.Fprintf(&b, "%-48s %8d %8d %6d %7d %7.1fs %7.1f/%-7.1f %9s %8.1fs\n", f.name, f.requests, f.failures,
+			f.unavailable, f.retries, f.window.Seconds(), f.firstFailure.Seconds(), f.lastFailure.Seconds(), promoted, f.end.Sub(f.start).Seconds())
 	}
 	b.WriteString("from/to: the first failure's start and the last one's end after the fault; promoted: CloudNativePG's\n" +
 		"currentPrimaryTimestamp after it; whole: every instance (or API pod) ready again.\n")

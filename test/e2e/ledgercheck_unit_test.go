@@ -98,9 +98,9 @@ func TestCheckLedger(t *testing.T) {
 	}
 
 	h, _ := good()
-	f := figures(h, faults)
-	if f[0].requests != 5 || f[0].failures != 1 || f[0].window != 2*time.Second ||
-		f[1].requests != 2 || f[1].failures != 1 || f[1].window != 100*time.Millisecond {
+	f := figures(h, faults, at(60))
+	if f[0].requests != 5 || f[0].failures != 1 || f[0].unavailable != 1 || f[0].retries != 1 || f[0].window != 2*time.Second ||
+		f[1].requests != 2 || f[1].failures != 1 || f[1].unavailable != 0 || f[1].window != 100*time.Millisecond {
 		t.Errorf("figures = %+v", f)
 	}
 }

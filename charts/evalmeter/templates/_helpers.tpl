@@ -28,9 +28,10 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end -}}
 
-{{/* The CloudNativePG Cluster of postgresql.cnpg. */}}
+{{/* The CloudNativePG Cluster of postgresql.cnpg: at most 50 characters, CloudNativePG's
+     limit for Cluster names. */}}
 {{- define "evalmeter.cnpgCluster" -}}
-{{ include "evalmeter.fullname" . | trunc 50 | trimSuffix "-" }}-db
+{{ include "evalmeter.fullname" . | trunc 47 | trimSuffix "-" }}-db
 {{- end -}}
 
 {{/* The Secret and key holding DATABASE_URL. */}}
