@@ -2,16 +2,9 @@ package main
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"io"
 	"log/slog"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -23,6 +16,7 @@ import (
 	"github.com/go-logr/logr"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/evalmeter/evalmeter/internal/certtest"
 	"github.com/evalmeter/evalmeter/internal/pgtest"
 	"github.com/evalmeter/evalmeter/internal/proctest"
 )
@@ -36,7 +30,7 @@ func TestAPIReloadsCertificate(t *testing.T) {
 	ctrllog.SetLogger(logr.Discard())
 	dir := t.TempDir()
 	secret := newMountedSecret(t, dir)
-	secret.write(selfSigned(t, "evalmeter-before"))
+	secret.write(certtest.SelfSigned(t, "evalmeter-before", "127.0.0.1"))
 
 	addr, opsAddr := proctest.FreeAddr(t), proctest.FreeAddr(t)
 	cfg := &apiConfig{
@@ -76,7 +70,7 @@ func TestAPIReloadsCertificate(t *testing.T) {
 	}
 	waitServed("evalmeter-before")
 
-	secret.write(selfSigned(t, "evalmeter-renewed"))
+	secret.write(certtest.SelfSigned(t, "evalmeter-renewed", "127.0.0.1"))
 	waitServed("evalmeter-renewed")
 
 	// The ops listener: ready, and PostgreSQL's health as a metric.
@@ -138,33 +132,4 @@ func (m *mountedSecret) write(certPEM, keyPEM []byte) {
 	if old != "" {
 		os.RemoveAll(filepath.Join(m.dir, old))
 	}
-}
-
-// selfSigned returns a self-signed certificate for 127.0.0.1 with the given
-// common name, and its key, in PEM.
-func selfSigned(t *testing.T, commonName string) (certPEM, keyPEM []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	template := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()),
-		Subject:      pkix.Name{CommonName: commonName},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, template, template, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})
 }

@@ -44,14 +44,15 @@ func (s *Store) SaveMetrics(ctx context.Context, clientID, idempotencyKey string
 			held   MetricsRecord
 			digest []byte
 		)
-		err = pgx.BeginTxFunc(ctx, s.pool, readWrite, func(tx pgx.Tx) error {
-			return tx.QueryRow(ctx, `
-				SELECT request_sha256, metrics, `+waitForStandbys+` FROM metrics_requests
-				WHERE client_id = $1 AND idempotency_key = $2`,
-				clientID, idempotencyKey).Scan(&digest, &held.Metrics, nil)
-		})
+		err = s.pool.QueryRow(ctx, `
+			SELECT request_sha256, metrics FROM metrics_requests
+			WHERE client_id = $1 AND idempotency_key = $2`,
+			clientID, idempotencyKey).Scan(&digest, &held.Metrics)
 		if errors.Is(err, pgx.ErrNoRows) && attempt < 2 {
 			continue
+		}
+		if err == nil {
+			err = s.awaitStandbys(ctx) // the record is another request's
 		}
 		if err != nil {
 			return MetricsRecord{}, false, err
@@ -61,34 +62,26 @@ func (s *Store) SaveMetrics(ctx context.Context, clientID, idempotencyKey string
 	}
 }
 
-// waitForStandbys, in the select list of a replay's read, makes the read's
-// commit wait for the synchronous standbys as a write's does, and so until
-// they have every commit the read saw. A replay answers with what an earlier
-// request committed, and that commit may be on the primary alone: a writer
-// whose bound ended while its COMMIT waited for the standbys is cancelled by
-// pgx as it drops the connection, and PostgreSQL then keeps the commit,
-// visible, without their confirmation. Acknowledged by a replay, a failover
+// awaitStandbys returns once the synchronous standbys have every commit
+// seen so far. A replay answers with what an earlier request committed, and
+// a refusal from what others spent; those commits may be on the primary
+// alone: a writer whose bound ended while its COMMIT waited for the standbys
+// is cancelled by pgx as it drops the connection, and PostgreSQL then keeps
+// the commit, visible, without their confirmation. Acknowledged, a failover
 // could lose it.
 //
-// The message goes to the WAL with a transaction ID, which is what makes a
-// commit wait (an ID alone does not: PostgreSQL waits only for a commit that
-// wrote WAL), and it takes no lock on the row, so a replay never waits for
-// one. Without synchronous replication nothing waits. Any role may call it
-// (PostgreSQL grants it to PUBLIC; a server that revokes it refuses every
-// replay). TestReplaysWaitForStandbys shows the wait.
-const waitForStandbys = `pg_logical_emit_message(true, 'evalmeter', 'replay')`
-
-// readWrite: a transaction that emits waitForStandbys must be read-write,
-// which a server in recovery refuses with 25006, unavailable (a connection
-// to a primary just demoted); the message itself would fail there with an
-// internal error, a 500.
-var readWrite = pgx.TxOptions{AccessMode: pgx.ReadWrite}
-
-// awaitStandbys returns once the synchronous standbys have every commit
-// seen so far: see waitForStandbys.
+// The transactional message goes to the WAL with a transaction ID, which is
+// what makes a commit wait (an ID alone does not: PostgreSQL waits only for
+// a commit that wrote WAL), and since the WAL is ordered, the wait covers
+// every earlier commit. It takes no lock. Without synchronous replication
+// nothing waits. Any role may call it (PostgreSQL grants it to PUBLIC; a
+// server that revokes it refuses every replay). The transaction is
+// read-write, which a server in recovery (a primary just demoted) refuses
+// with 25006, unavailable; the message itself would fail there with an
+// internal error. TestReplaysWaitForStandbys shows the wait.
 func (s *Store) awaitStandbys(ctx context.Context) error {
-	return pgx.BeginTxFunc(ctx, s.pool, readWrite, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `SELECT `+waitForStandbys)
+	return pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{AccessMode: pgx.ReadWrite}, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `SELECT pg_logical_emit_message(true, 'evalmeter', 'replay')`)
 		return err
 	})
 }

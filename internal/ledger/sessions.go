@@ -63,10 +63,8 @@ func (s *Store) OpenSession(ctx context.Context, idempotencyKey string, sess Ses
 		}
 		if tag.RowsAffected() == 0 {
 			replay = true
-			// The key's FOR SHARE above would make the commit wait too,
-			// but a session may have been opened without a key.
-			opened, err = scanSession(tx.QueryRow(ctx, sessionColumns+`, `+waitForStandbys+`
-				FROM sessions s WHERE client_id = $1 AND idempotency_key = $2`, sess.ClientID, idempotencyKey), nil)
+			opened, err = scanSession(tx.QueryRow(ctx, sessionColumns+`
+				FROM sessions s WHERE client_id = $1 AND idempotency_key = $2`, sess.ClientID, idempotencyKey))
 			if errors.Is(err, pgx.ErrNoRows) {
 				return ErrKeyUnusable
 			}
@@ -87,9 +85,9 @@ func (s *Store) OpenSession(ctx context.Context, idempotencyKey string, sess Ses
 			VALUES ($1, $2, 'session', 1, $3, $4)`, sess.ClientID, sess.IssuedAt, sess.ID, source)
 		return err
 	})
-	if errors.Is(err, ErrNoCredit) {
-		// A refusal answers from credits that commits on the primary alone
-		// may have spent: it waits for the standbys as a replay does.
+	// A replay answers with another request's session, a refusal from the
+	// credits others spent: neither may answer before the standbys have them.
+	if err == nil && replay || errors.Is(err, ErrNoCredit) {
 		if werr := s.awaitStandbys(ctx); werr != nil {
 			return Session{}, false, werr
 		}

@@ -1,17 +1,13 @@
 package ledger
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
-	"math/big"
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
+
+	"github.com/evalmeter/evalmeter/internal/certtest"
 )
 
 // TestReloadTLS: each new connection trusts the CA file as it is then, not
@@ -52,31 +48,17 @@ func TestReloadTLS(t *testing.T) {
 	}
 }
 
-// writeCA writes a new self-signed CA certificate named cn to path.
+// writeCA writes a new self-signed certificate named cn to path, as a CA
+// file, and returns it.
 func writeCA(t *testing.T, path, cn string) *x509.Certificate {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
+	certPEM, _ := certtest.SelfSigned(t, cn)
+	if err := os.WriteFile(path, certPEM, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	template := &x509.Certificate{
-		SerialNumber:          big.NewInt(time.Now().UnixNano()),
-		Subject:               pkix.Name{CommonName: cn},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, template, template, &key.PublicKey, key)
+	block, _ := pem.Decode(certPEM)
+	cert, err := x509.ParseCertificate(block.Bytes)
 	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return cert

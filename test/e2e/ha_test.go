@@ -177,15 +177,7 @@ spec:
 		go func() {
 			defer openers.Done()
 			for key := range keys {
-				for attempt := 1; ; attempt++ {
-					// Retried while the service is unavailable; anything else
-					// settles the key (and checkLedger judges it).
-					o := c.openSession(apiKey, key, attempt, opOpen)
-					if !o.failed() || time.Now().After(resolveBy) {
-						break
-					}
-					time.Sleep(500 * time.Millisecond)
-				}
+				untilAnswered(resolveBy, func(attempt int) op { return c.openSession(apiKey, key, attempt, opOpen) })
 			}
 		}()
 	}
@@ -212,13 +204,7 @@ spec:
 					continue
 				}
 				key := fmt.Sprintf("ha-e2e-metrics-%d-%05d", w, n)
-				for attempt := 1; ; attempt++ {
-					o := c.postMetrics(s.token, key, attempt, example)
-					if !o.failed() || time.Now().After(resolveBy) {
-						break
-					}
-					time.Sleep(500 * time.Millisecond)
-				}
+				untilAnswered(resolveBy, func(attempt int) op { return c.postMetrics(s.token, key, attempt, example) })
 				time.Sleep(50 * time.Millisecond)
 			}
 		}()
@@ -285,21 +271,16 @@ spec:
 	stop.Store(true)
 	workers.Wait()
 	openers.Wait()
-	loadTime := time.Since(t0)
+	end := time.Now()
+	loadTime := end.Sub(t0)
 
 	// Every acknowledged session, replayed once more: the same id and token.
 	for _, s := range c.sessions() {
-		for attempt := 1; ; attempt++ {
-			if o := c.openSession(apiKey, s.key, attempt, opReplay); !o.failed() || attempt == 10 {
-				break
-			}
-			time.Sleep(time.Second)
-		}
+		untilAnswered(time.Now().Add(10*time.Second), func(attempt int) op { return c.openSession(apiKey, s.key, attempt, opReplay) })
 	}
 
 	h := c.h.all()
 	state := db.ledger(t, "ha-e2e")
-	end := t0.Add(loadTime)
 	t.Logf("load of %s against %s (synchronous replication: %t); the ledger: %d of %d credits consumed, %d sessions, %d metrics requests\n%s",
 		loadTime.Round(time.Second), c.url, !async, state.consumed, state.allocated, len(state.sessions), len(state.metricsKeys), summary(h, faults, end))
 	problems := checkLedger(h, state, haAttempts, faults)
@@ -333,6 +314,15 @@ spec:
 		case f.window >= haWindowTarget:
 			t.Logf("%s: unavailable for %s, over the %s target", f.name, f.window.Round(time.Second), haWindowTarget)
 		}
+	}
+}
+
+// untilAnswered calls do with attempt 1, 2, ... every half second while the
+// service is unavailable (a 503, or no answer) and deadline has not passed:
+// anything else settles the key, and checkLedger judges it.
+func untilAnswered(deadline time.Time, do func(attempt int) op) {
+	for attempt := 1; do(attempt).failed() && time.Now().Before(deadline); attempt++ {
+		time.Sleep(500 * time.Millisecond)
 	}
 }
 
