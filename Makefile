@@ -86,10 +86,13 @@ fuzz: ## Fuzz the metrics engine for FUZZTIME (default 20s) against the JSON Sch
 	done
 
 .PHONY: bench
-bench: $(LOCALBIN) ## Benchmark the engine beside json.Valid and json.Unmarshal on a 130 KB request; print the ratios.
+bench: $(LOCALBIN) ## Benchmark the engine beside JSON validators (encoding/json, sonic, go-json, simdjson-go) and SHA-256 on a 130 KB request; print the ratios.
 	$(GO) test -run '^$$' -bench '^BenchmarkCompute$$' -benchmem -count $(BENCHCOUNT) ./internal/metrics | tee $(LOCALBIN)/bench-engine.txt
-	$(GO) run ./hack/benchratio -target Compute/engine -max-allocs 2000 \
-		-baseline 'Compute/json.Valid<=1.5' -baseline 'Compute/json.Unmarshal-map<=0.5' $(LOCALBIN)/bench-engine.txt
+	$(GO) run ./hack/benchratio -target Compute/engine -max-allocs 100 \
+		-baseline 'Compute/json.Valid<=0.6' -baseline 'Compute/sonic.Valid<=2.5' -baseline 'Compute/json.Unmarshal-map<=0.5' \
+		-baseline Compute/go-json.Valid -baseline Compute/sha256 \
+		$$(grep -q '^BenchmarkCompute/simdjson.Parse' $(LOCALBIN)/bench-engine.txt && echo -baseline Compute/simdjson.Parse) \
+		$(LOCALBIN)/bench-engine.txt
 
 .PHONY: bench-api
 bench-api: ## Load the API on loopback (real server and PostgreSQL) beside a bare net/http baseline; print throughput, p50/p99, session opens/s.

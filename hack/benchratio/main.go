@@ -3,8 +3,8 @@
 // as ratios against targets. It exits 1 when a target is missed, so that a
 // regression is seen; `make test` never runs it, as timing is not a test.
 //
-//	benchratio -target Compute/engine -max-allocs 2000 \
-//	    -baseline 'Compute/json.Valid<=1.5' FILE
+//	benchratio -target Compute/engine -max-allocs 100 \
+//	    -baseline 'Compute/json.Valid<=0.6' -baseline Compute/sha256 FILE
 //
 // Names are as benchfmt reads them: without the Benchmark prefix and the
 // -GOMAXPROCS suffix.
@@ -25,7 +25,7 @@ import (
 
 type baseline struct {
 	name     string
-	maxRatio float64 // target time ÷ baseline time must not exceed it
+	maxRatio float64 // target time ÷ baseline time must not exceed it; 0: no target
 }
 
 type baselines []baseline
@@ -35,7 +35,11 @@ func (b *baselines) String() string { return fmt.Sprint(*b) }
 func (b *baselines) Set(s string) error {
 	name, ratio, ok := strings.Cut(s, "<=")
 	if !ok {
-		return errors.New(`want NAME<=RATIO`)
+		*b = append(*b, baseline{name: s}) // printed beside the others, no target
+		return nil
+	}
+	if name == "" {
+		return errors.New(`want NAME or NAME<=RATIO`)
 	}
 	r, err := strconv.ParseFloat(ratio, 64)
 	if err != nil {
@@ -49,7 +53,7 @@ func main() {
 	target := flag.String("target", "", "benchmark measured against the baselines")
 	maxAllocs := flag.Float64("max-allocs", 0, "allocations per op the target must stay under (0: no check)")
 	var bases baselines
-	flag.Var(&bases, "baseline", "NAME<=RATIO: a baseline and the most the target may take relative to it (repeatable)")
+	flag.Var(&bases, "baseline", "NAME<=RATIO: a baseline and the most the target may take relative to it; NAME alone: its ratio is printed with no target (repeatable)")
 	flag.Parse()
 	if *target == "" || len(bases) == 0 || flag.NArg() != 1 {
 		flag.Usage()
@@ -92,7 +96,12 @@ func main() {
 	}
 	t := median(times[*target])
 	for _, b := range bases {
-		check(fmt.Sprintf("time ratio %s ÷ %s", short(*target), short(b.name)), t/median(times[b.name]), b.maxRatio, false)
+		what := fmt.Sprintf("time ratio %s ÷ %s", short(*target), short(b.name))
+		if b.maxRatio == 0 {
+			fmt.Printf("%-45s %10.2f   (no target)\n", what, t/median(times[b.name]))
+			continue
+		}
+		check(what, t/median(times[b.name]), b.maxRatio, false)
 	}
 	if *maxAllocs > 0 {
 		check("allocs/op "+short(*target), median(allocs[*target]), *maxAllocs, true)

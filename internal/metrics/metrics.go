@@ -119,92 +119,185 @@ func Compute(body []byte) (*Metrics, error) {
 }
 
 // Digest is the SHA-256 of the request's canonical form.
-func (r *Request) Digest() [sha256.Size]byte {
-	h := sha256.New()
-	write := func(b []byte) { h.Write(b) }
-	write(r.appendCanonical(make([]byte, 0, 16<<10), write))
-	var sum [sha256.Size]byte
-	h.Sum(sum[:0])
-	return sum
+func (r *Request) Digest() [sha256.Size]byte { return r.digest }
+
+// tally accumulates a request's metrics case by case.
+type tally struct {
+	status     StatusCounts
+	latencies  []float64
+	tokens     TokensReported
+	costs      []number
+	tools      ToolChecks
+	violations BoundaryViolations
+	trace      TraceCompleteness
+	groupNames *byteSet
+	groups     []group // by number in groupNames
+}
+
+// group is a repeat_group's cases so far.
+type group struct {
+	size   int
+	status status
+	mixed  bool
+}
+
+// init sizes the tally for up to n cases.
+func (t *tally) init(n int) {
+	t.latencies = make([]float64, 0, n)
+}
+
+func (t *tally) add(c *observation) {
+	switch c.status {
+	case statusPass:
+		t.status.Pass++
+	case statusFail:
+		t.status.Fail++
+	case statusError:
+		t.status.Error++
+	case statusTimeout:
+		t.status.Timeout++
+	}
+	// -0 is 0: percentiles must not depend on which of the two came first.
+	t.latencies = append(t.latencies, c.latency.f+0)
+	if c.has&(hasInput|hasOutput) != 0 {
+		t.tokens.Cases++
+		t.tokens.Input += int64(c.input.f)
+		t.tokens.Output += int64(c.output.f)
+	}
+	if c.has&hasCost != 0 {
+		if t.costs == nil {
+			t.costs = make([]number, 0, cap(t.latencies))
+		}
+		t.costs = append(t.costs, c.cost)
+	}
+	for _, tc := range c.checks {
+		t.tools.Total++
+		if tc.passed {
+			t.tools.Passed++
+		}
+	}
+	t.violations.add(c.reported)
+	if c.has&hasTrace != 0 {
+		t.trace.Cases++
+		t.trace.ExpectedSteps += int64(c.expected.f)
+		t.trace.ObservedSteps += int64(c.observed.f)
+	}
+	if c.has&hasRepeatGroup != 0 {
+		if t.groupNames == nil {
+			t.groupNames = newByteSet(cap(t.latencies))
+			t.groups = make([]group, 0, cap(t.latencies))
+		}
+		g, added := t.groupNames.add(c.repeatGroup)
+		if added {
+			t.groups = append(t.groups, group{size: 1, status: c.status})
+		} else {
+			t.groups[g].size++
+			t.groups[g].mixed = t.groups[g].mixed || t.groups[g].status != c.status
+		}
+	}
 }
 
 // Metrics aggregates the request (DESIGN.md §2).
 func (r *Request) Metrics() *Metrics {
-	n := len(r.cases)
-	digest := r.Digest()
+	t := &r.tally
+	n := len(t.latencies)
 	m := &Metrics{
-		SchemaVersion: SchemaVersion,
-		RunID:         string(r.runID),
-		CaseCount:     n,
-		Integrity:     Integrity{Algorithm: "SHA-256", CanonicalSHA256: hex.EncodeToString(digest[:])},
+		SchemaVersion:      SchemaVersion,
+		RunID:              string(r.runID),
+		CaseCount:          n,
+		TokensReported:     t.tokens,
+		ToolChecks:         t.tools,
+		BoundaryViolations: t.violations,
+		TraceCompleteness:  t.trace,
+		Integrity:          Integrity{Algorithm: "SHA-256", CanonicalSHA256: hex.EncodeToString(r.digest[:])},
 	}
+	m.Status.Counts = t.status
+	m.Status.PassRate = float64(t.status.Pass) / float64(n)
+	m.Status.FailureRate = float64(t.status.Fail) / float64(n)
+	m.Status.ErrorRate = float64(t.status.Error) / float64(n)
+	m.Status.TimeoutRate = float64(t.status.Timeout) / float64(n)
 
-	latencies := make([]float64, n)
-	costs := make([]number, 0, n)
-	for i := range r.cases {
-		c := &r.cases[i]
-		latencies[i] = c.latency.f
-		switch c.status {
-		case statusPass:
-			m.Status.Counts.Pass++
-		case statusFail:
-			m.Status.Counts.Fail++
-		case statusError:
-			m.Status.Counts.Error++
-		case statusTimeout:
-			m.Status.Counts.Timeout++
-		}
-		if c.has&(hasInput|hasOutput) != 0 {
-			m.TokensReported.Cases++
-			m.TokensReported.Input += c.input
-			m.TokensReported.Output += c.output
-		}
-		if c.has&hasCost != 0 {
-			costs = append(costs, c.cost)
-		}
-		for _, tc := range r.toolChecks[c.checks.start : c.checks.start+c.checks.n] {
-			m.ToolChecks.Total++
-			if tc.passed {
-				m.ToolChecks.Passed++
-			}
-		}
-		m.BoundaryViolations.add(r.violations[c.reported.start : c.reported.start+c.reported.n])
-		if c.has&hasTrace != 0 {
-			m.TraceCompleteness.Cases++
-			m.TraceCompleteness.ExpectedSteps += c.expected
-			m.TraceCompleteness.ObservedSteps += c.observed
-		}
-	}
-
-	counts := m.Status.Counts
-	m.Status.PassRate = float64(counts.Pass) / float64(n)
-	m.Status.FailureRate = float64(counts.Fail) / float64(n)
-	m.Status.ErrorRate = float64(counts.Error) / float64(n)
-	m.Status.TimeoutRate = float64(counts.Timeout) / float64(n)
-
-	slices.Sort(latencies)
-	m.LatencyMS = LatencyMetrics{P50: nearestRank(latencies, 50), P95: nearestRank(latencies, 95), Max: latencies[n-1]}
-
-	m.RepeatStability = r.repeatStability()
-
+	m.LatencyMS = latencyPercentiles(slices.Clone(t.latencies))
+	m.RepeatStability = t.repeatStability()
 	m.TokensReported.Total = m.TokensReported.Input + m.TokensReported.Output
-
-	if len(costs) > 0 {
+	if len(t.costs) > 0 {
 		currency := string(r.costCurrency)
-		m.CostReported = CostReported{Cases: len(costs), Currency: &currency, Total: decimalSum(costs)}
+		m.CostReported = CostReported{Cases: len(t.costs), Currency: &currency, Total: decimalSum(t.costs)}
 	}
-
 	m.ToolChecks.Failed = m.ToolChecks.Total - m.ToolChecks.Passed
 	m.ToolChecks.PassRate = ratio(int64(m.ToolChecks.Passed), int64(m.ToolChecks.Total))
 	m.TraceCompleteness.CompletenessRate = ratio(m.TraceCompleteness.ObservedSteps, m.TraceCompleteness.ExpectedSteps)
 	return m
 }
 
-// nearestRank is the p-th percentile of sorted values: the value at 1-based
-// rank ceil(p·n/100), always an observed value.
-func nearestRank(sorted []float64, p int) float64 {
-	rank := (p*len(sorted) + 99) / 100
-	return sorted[rank-1]
+// latencyPercentiles returns p50, p95 and max of latencies, which it
+// reorders, by nearest rank (DESIGN.md §2): the value at 1-based rank
+// ceil(p·n/100), always an observed value.
+func latencyPercentiles(latencies []float64) LatencyMetrics {
+	n := len(latencies)
+	rank := func(p int) int { return (p*n + 99) / 100 }
+	// Selecting p95 leaves the lower ranks before it, where p50 is found.
+	p95 := selectRank(latencies, rank(95)-1)
+	return LatencyMetrics{
+		P50: selectRank(latencies[:rank(95)], rank(50)-1),
+		P95: p95,
+		Max: slices.Max(latencies[rank(95)-1:]),
+	}
+}
+
+// selectRank reorders a so that a[k] is the value sorted order puts there,
+// with no greater value before it and no smaller one after, and returns
+// a[k]. It is quickselect with the median of three as pivot, falling back
+// to a sort when partitions stay unbalanced, so that no input makes it
+// quadratic.
+func selectRank(a []float64, k int) float64 {
+	lo, hi := 0, len(a) // a[k] is within a[lo:hi]
+	for budget := 2 * bits.Len(uint(len(a))); hi-lo > 16; budget-- {
+		if budget == 0 {
+			slices.Sort(a[lo:hi])
+			return a[k]
+		}
+		// Median of three to a[lo], as the pivot.
+		mid := lo + (hi-lo)/2
+		if a[mid] < a[lo] {
+			a[mid], a[lo] = a[lo], a[mid]
+		}
+		if a[hi-1] < a[mid] {
+			a[hi-1], a[mid] = a[mid], a[hi-1]
+			if a[mid] < a[lo] {
+				a[mid], a[lo] = a[lo], a[mid]
+			}
+		}
+		a[lo], a[mid] = a[mid], a[lo]
+		pivot := a[lo]
+		// Hoare partition: a[lo+1:i] <= pivot <= a[j+1:hi].
+		i, j := lo+1, hi-1
+		for {
+			for i <= j && a[i] < pivot {
+				i++
+			}
+			for i <= j && a[j] > pivot {
+				j--
+			}
+			if i >= j {
+				break
+			}
+			a[i], a[j] = a[j], a[i]
+			i++
+			j--
+		}
+		a[lo], a[j] = a[j], a[lo] // the pivot to its place, j
+		switch {
+		case k < j:
+			hi = j
+		case k > j:
+			lo = j + 1
+		default:
+			return a[k]
+		}
+	}
+	slices.Sort(a[lo:hi])
+	return a[k]
 }
 
 // add counts one case's codes, each distinct code once.
@@ -234,31 +327,11 @@ func (b *BoundaryViolations) add(reported []violation) {
 	}
 }
 
-// repeatStability groups cases by repeat_group: a group of two or more cases
-// is eligible, and stable when all its cases share one status.
-func (r *Request) repeatStability() RepeatStability {
-	type group struct {
-		size   int
-		status status
-		mixed  bool
-	}
-	names := newByteSet(len(r.cases))
-	groups := make([]group, 0, len(r.cases))
-	for i := range r.cases {
-		c := &r.cases[i]
-		if c.has&hasRepeatGroup == 0 {
-			continue
-		}
-		g, added := names.add(c.repeatGroup)
-		if added {
-			groups = append(groups, group{size: 1, status: c.status})
-			continue
-		}
-		groups[g].size++
-		groups[g].mixed = groups[g].mixed || groups[g].status != c.status
-	}
+// repeatStability: a repeat group of two or more cases is eligible, and
+// stable when all its cases share one status.
+func (t *tally) repeatStability() RepeatStability {
 	var rs RepeatStability
-	for _, g := range groups {
+	for _, g := range t.groups {
 		if g.size < 2 {
 			continue
 		}

@@ -16,6 +16,7 @@ type number struct {
 	mant uint64 // 0 for ±0
 	exp  int32
 	neg  bool
+	lit  []byte // the literal, when it is already the canonical form
 }
 
 // maxExactDigits is the count of significant decimal digits that always
@@ -36,36 +37,28 @@ func (p *parser) readNumber() (number, error) {
 
 	var (
 		mant      uint64
-		digits    int  // significant digits held in mant
+		digits    int  // significant digits read into mant
 		exp       int  // decimal exponent of mant
 		truncated bool // digits beyond what mant holds were dropped
+		lit       bool // the literal is the canonical form of its value
 	)
-	add := func(c byte, fraction bool) {
-		switch {
-		case digits < 19:
-			mant = mant*10 + uint64(c-'0')
-			if mant != 0 {
-				digits++
-			}
-			if fraction {
-				exp--
-			}
-		case !fraction:
-			exp++
-			truncated = truncated || c != '0'
-		default:
-			truncated = truncated || c != '0'
-		}
-	}
-
-	switch {
+	switch intStart := i; {
 	case i < len(d) && d[i] == '0':
 		i++
+		lit = !n.neg // "0"; "-0" is written 0
 	case i < len(d) && d[i] >= '1' && d[i] <= '9':
-		for i < len(d) && isDigit(d[i]) {
-			add(d[i], false)
-			i++
+		for ; i < len(d) && isDigit(d[i]); i++ {
+			if digits < 19 {
+				mant = mant*10 + uint64(d[i]-'0')
+				digits++
+			} else {
+				exp++
+				truncated = truncated || d[i] != '0'
+			}
 		}
+		// Up to 15 digits, no trailing zero is dropped and the value is below
+		// 10^21, which ECMAScript writes without an exponent.
+		lit = i-intStart <= maxExactDigits
 	default:
 		return n, p.syntaxErrorAt(i, "expected a digit in a number")
 	}
@@ -74,12 +67,23 @@ func (p *parser) readNumber() (number, error) {
 		if i >= len(d) || !isDigit(d[i]) {
 			return n, p.syntaxErrorAt(i, "expected a digit after the decimal point")
 		}
-		for i < len(d) && isDigit(d[i]) {
-			add(d[i], true)
-			i++
+		for ; i < len(d) && isDigit(d[i]); i++ {
+			if digits < 19 {
+				mant = mant*10 + uint64(d[i]-'0')
+				exp--
+				if mant != 0 {
+					digits++
+				}
+			} else {
+				truncated = truncated || d[i] != '0'
+			}
 		}
+		// Canonical when no trailing zero, at most 15 significant digits, and
+		// at least 10^-6, below which ECMAScript writes an exponent.
+		lit = lit && d[i-1] != '0' && digits <= maxExactDigits && digits+exp > -6
 	}
 	if i < len(d) && (d[i] == 'e' || d[i] == 'E') {
+		lit = false
 		i++
 		negExp := false
 		if i < len(d) && (d[i] == '+' || d[i] == '-') {
@@ -102,6 +106,9 @@ func (p *parser) readNumber() (number, error) {
 		exp += e
 	}
 	p.pos = i
+	if lit {
+		n.lit = d[start:i]
+	}
 
 	if mant == 0 {
 		n.f = 0
@@ -118,9 +125,10 @@ func (p *parser) readNumber() (number, error) {
 	// Clinger's fast path: both operands exact, so one rounding.
 	if !truncated && digits <= maxExactDigits && exp >= -22 && exp <= 22 {
 		n.f = float64(mant)
-		if exp >= 0 {
+		switch {
+		case exp > 0:
 			n.f *= math.Pow10(exp)
-		} else {
+		case exp < 0:
 			n.f /= math.Pow10(-exp)
 		}
 		n.mant, n.exp = mant, int32(exp)
@@ -130,7 +138,8 @@ func (p *parser) readNumber() (number, error) {
 		return n, nil
 	}
 	f, _ := strconv.ParseFloat(string(d[start:i]), 64) // overflow gives ±Inf, caught by range checks
-	return fromFloat(f), nil
+	n = fromFloat(f)
+	return n, nil
 }
 
 // fromFloat returns the number of a double, with its shortest decimal.
@@ -176,6 +185,9 @@ func fromFloat(f float64) number {
 // appendNumber appends n as ECMAScript's Number.prototype.toString does,
 // which is the number form of RFC 8785 §3.2.2.3.
 func appendNumber(dst []byte, n number) []byte {
+	if n.lit != nil {
+		return append(dst, n.lit...)
+	}
 	if n.mant == 0 {
 		return append(dst, '0') // also for -0
 	}

@@ -156,34 +156,6 @@ func TestDecimalSumExact(t *testing.T) {
 	}
 }
 
-func TestNearestRank(t *testing.T) {
-	seq := func(n int) []float64 {
-		s := make([]float64, n)
-		for i := range s {
-			s[i] = float64(i + 1)
-		}
-		return s
-	}
-	tests := []struct {
-		n, p int
-		want float64
-	}{
-		{1, 50, 1}, {1, 95, 1},
-		{2, 50, 1}, {2, 95, 2},
-		{3, 50, 2}, {3, 95, 3},
-		{20, 50, 10}, {20, 95, 19},
-		{21, 50, 11}, {21, 95, 20},
-		{100, 95, 95},
-		{499, 50, 250}, {499, 95, 475}, // ceil(474.05): rounding would give 474
-		{500, 50, 250}, {500, 95, 475},
-	}
-	for _, tt := range tests {
-		if got := nearestRank(seq(tt.n), tt.p); got != tt.want {
-			t.Errorf("nearestRank(1..%d, %d) = %v, want %v", tt.n, tt.p, got, tt.want)
-		}
-	}
-}
-
 func repeat(s string, n int) []string {
 	out := make([]string, n)
 	for i := range out {

@@ -1,14 +1,10 @@
 package metrics
 
 import (
-	"fmt"
+	"crypto/sha256"
+	"hash"
 	"math"
-	"unicode/utf8"
 )
-
-// maxDepth bounds nesting, as encoding/json does, so that unknown members
-// cannot exhaust the stack.
-const maxDepth = 10000
 
 // What each field must be; a failing field's message is its path and its rule.
 const (
@@ -35,8 +31,8 @@ const (
 	ruleCurrencyIf = "is required when any case reports cost"
 )
 
-// minCaseBytes is the size of the smallest valid case, to size the case
-// slice from the body once.
+// minCaseBytes is the size of the smallest valid case, to size per-case
+// storage from the body once.
 const minCaseBytes = len(`{"case_id":"a","status":"pass","latency_ms":0}`)
 
 // Parse reads and validates a metrics request. A body that is not I-JSON
@@ -45,25 +41,70 @@ const minCaseBytes = len(`{"case_id":"a","status":"pass","latency_ms":0}`)
 // with the first offending place in document order. A missing member is
 // found at the end of its object, and the cost_currency rule at the end of
 // the request.
+//
+// It reads the body once: each case is hashed in canonical form and
+// counted as soon as it is read, so that nothing per case outlives it.
 func Parse(body []byte) (*Request, error) {
-	p := parser{data: body, req: &Request{}}
+	p := newParser(body, sha256.New())
+	return p.parse()
+}
+
+// Canonical returns the RFC 8785 (JCS) form of a valid request as it was
+// received: no member added, none dropped, boundary codes not de-duplicated.
+// Its SHA-256 is the result's integrity.canonical_sha256.
+func Canonical(body []byte) ([]byte, error) {
+	p := newParser(body, nil)
+	if _, err := p.parse(); err != nil {
+		return nil, err
+	}
+	return p.canon, nil
+}
+
+// hashChunk is how much canonical form the parser holds before it hashes it.
+const hashChunk = 8 << 10
+
+type parser struct {
+	data  []byte
+	pos   int
+	depth int
+	err   *Error // first schema error
+	req   *Request
+
+	kase    observation // the case being read
+	ids     *byteSet    // case_ids seen
+	anyCost bool
+	hash    hash.Hash // of the canonical form; nil: keep it whole in canon
+	canon   []byte    // canonical form not yet hashed
+}
+
+func newParser(body []byte, h hash.Hash) *parser {
+	p := &parser{data: body, req: &Request{}, hash: h}
+	capacity := hashChunk + hashChunk/2 // a chunk and the largest case
+	if h == nil {
+		capacity = len(body)
+	}
+	p.canon = make([]byte, 0, capacity)
+	p.kase.checks = make([]toolCheck, 0, MaxToolChecks)
+	p.kase.reported = make([]violation, 0, MaxViolations)
+	return p
+}
+
+func (p *parser) parse() (*Request, error) {
 	if err := p.document(); err != nil {
 		return nil, err
 	}
 	if p.err != nil {
 		return nil, p.err
 	}
-	return p.req, nil
-}
-
-type parser struct {
-	data    []byte
-	pos     int
-	depth   int
-	err     *Error // first schema error
-	req     *Request
-	ids     *byteSet // case_ids seen
-	anyCost bool
+	r := p.req
+	p.canon = r.appendTrailer(p.canon)
+	if p.hash != nil {
+		p.hash.Write(p.canon)
+		p.hash.Sum(r.digest[:0])
+	} else {
+		r.digest = sha256.Sum256(p.canon)
+	}
+	return r, nil
 }
 
 func (p *parser) document() error {
@@ -90,12 +131,24 @@ func (p *parser) document() error {
 	return nil
 }
 
-// Known members of each object, as bits of a seen-set.
+// Known members of each object, as bits of names.known.
 const (
 	memberRunID uint32 = 1 << iota
 	memberCostCurrency
 	memberCases
 )
+
+func requestMember(name []byte) uint32 {
+	switch string(name) {
+	case "run_id":
+		return memberRunID
+	case "cost_currency":
+		return memberCostCurrency
+	case "cases":
+		return memberCases
+	}
+	return 0
+}
 
 const (
 	memberCaseID uint32 = 1 << iota
@@ -110,49 +163,117 @@ const (
 	memberTrace
 )
 
+func caseMember(name []byte) uint32 {
+	switch string(name) {
+	case "case_id":
+		return memberCaseID
+	case "status":
+		return memberStatus
+	case "latency_ms":
+		return memberLatency
+	case "repeat_group":
+		return memberRepeatGroup
+	case "input_tokens":
+		return memberInput
+	case "output_tokens":
+		return memberOutput
+	case "cost":
+		return memberCost
+	case "tool_checks":
+		return memberToolChecks
+	case "boundary_violations":
+		return memberViolations
+	case "trace":
+		return memberTrace
+	}
+	return 0
+}
+
 const (
 	memberName uint32 = 1 << iota
 	memberPassed
 )
+
+func toolCheckMember(name []byte) uint32 {
+	switch string(name) {
+	case "name":
+		return memberName
+	case "passed":
+		return memberPassed
+	}
+	return 0
+}
 
 const (
 	memberExpected uint32 = 1 << iota
 	memberObserved
 )
 
+func traceMember(name []byte) uint32 {
+	switch string(name) {
+	case "expected_steps":
+		return memberExpected
+	case "observed_steps":
+		return memberObserved
+	}
+	return 0
+}
+
 func (p *parser) request() error {
 	r := p.req
-	seen, err := p.object(func(name []byte) (uint32, error) {
-		switch string(name) {
-		case "run_id":
+	var seen names
+	more, err := p.beginObject()
+	for more {
+		name, at, err := p.memberName()
+		if err != nil {
+			return err
+		}
+		bit := requestMember(name)
+		if err := seen.add(p, bit, at, name); err != nil {
+			return err
+		}
+		switch bit {
+		case memberRunID:
 			v, ok, err := p.str(top("run_id"), ruleID)
+			if err != nil {
+				return err
+			}
 			if ok && !validID(v, MaxIDLength) {
 				p.fail(CodeInvalidField, top("run_id"), ruleID)
 			}
 			r.runID = v
-			return memberRunID, err
-		case "cost_currency":
+		case memberCostCurrency:
 			v, ok, err := p.str(top("cost_currency"), ruleCurrency)
+			if err != nil {
+				return err
+			}
 			if ok && !validCurrency(v) {
 				p.fail(CodeInvalidField, top("cost_currency"), ruleCurrency)
 			}
 			r.costCurrency = v
-			return memberCostCurrency, err
-		case "cases":
-			return memberCases, p.cases()
+		case memberCases:
+			if err := p.cases(); err != nil {
+				return err
+			}
+		default:
+			if err := p.unknown(top(string(name))); err != nil {
+				return err
+			}
 		}
-		return 0, p.unknown(top(string(name)))
-	})
+		if more, err = p.nextMember(); err != nil {
+			return err
+		}
+	}
 	if err != nil {
 		return err
 	}
-	if seen&memberRunID == 0 {
+	if seen.known&memberRunID == 0 {
 		p.fail(CodeMissingField, top("run_id"), ruleRequired)
 	}
-	if seen&memberCases == 0 {
+	if seen.known&memberCases == 0 {
 		p.fail(CodeMissingField, top("cases"), ruleRequired)
 	}
-	if seen&memberCostCurrency == 0 && p.anyCost {
+	if seen.known&memberCostCurrency == 0 && p.anyCost {
 		p.fail(CodeMissingField, top("cost_currency"), ruleCurrencyIf)
 	}
 	return nil
@@ -162,17 +283,25 @@ func (p *parser) cases() error {
 	if p.peek() != '[' {
 		return p.wrongType(top("cases"), ruleCases)
 	}
-	if p.req.cases == nil {
-		p.req.cases = make([]observation, 0, min(MaxCases, len(p.data)/minCaseBytes+1))
-		p.ids = newByteSet(cap(p.req.cases))
-	}
-	n, err := p.array(func(i int) error {
-		if i >= MaxCases {
+	p.req.tally.init(min(MaxCases, len(p.data)/minCaseBytes+1))
+	p.ids = newByteSet(cap(p.req.tally.latencies))
+	p.canon = append(p.canon, `{"cases":[`...)
+	n := 0
+	more, err := p.beginArray()
+	for ; more; n++ {
+		if n < MaxCases {
+			err = p.observation(n)
+		} else {
 			p.fail(CodeInvalidField, top("cases"), ruleCases)
-			return p.skip()
+			err = p.skip()
 		}
-		return p.observation(i)
-	})
+		if err != nil {
+			return err
+		}
+		if more, err = p.nextElement(); err != nil {
+			return err
+		}
+	}
 	if err == nil && n == 0 {
 		p.fail(CodeInvalidField, top("cases"), ruleCases)
 	}
@@ -183,68 +312,68 @@ func (p *parser) observation(i int) error {
 	if p.peek() != '{' {
 		return p.wrongType(place{kase: i, item: -1}, ruleCase)
 	}
-	r := p.req
-	r.cases = append(r.cases, observation{})
-	c := &r.cases[len(r.cases)-1]
+	c := &p.kase
+	c.reset()
 	at := func(name string) place { return place{kase: i, item: -1, name: name} }
-
-	seen, err := p.object(func(name []byte) (uint32, error) {
-		switch string(name) {
-		case "case_id":
-			v, ok, err := p.str(at("case_id"), ruleID)
-			if ok {
-				p.caseID(v, at("case_id"))
-			}
-			c.id = v
-			return memberCaseID, err
-		case "status":
-			v, ok, err := p.str(at("status"), ruleStatus)
-			if ok {
+	var seen names
+	more, err := p.beginObject()
+	for more {
+		name, nameAt, err := p.memberName()
+		if err != nil {
+			return err
+		}
+		bit := caseMember(name)
+		if err := seen.add(p, bit, nameAt, name); err != nil {
+			return err
+		}
+		switch bit {
+		case memberCaseID:
+			c.id, err = p.caseID(at("case_id"))
+		case memberStatus:
+			var v []byte
+			var ok bool
+			if v, ok, err = p.str(at("status"), ruleStatus); ok {
 				if c.status, ok = parseStatus(v); !ok {
 					p.fail(CodeInvalidField, at("status"), ruleStatus)
 				}
 			}
-			return memberStatus, err
-		case "latency_ms":
-			n, _, err := p.num(at("latency_ms"), MaxLatencyMS, false, ruleLatency)
-			c.latency = n
-			return memberLatency, err
-		case "repeat_group":
-			v, ok, err := p.str(at("repeat_group"), ruleID)
-			if ok && !validID(v, MaxIDLength) {
+		case memberLatency:
+			c.latency, err = p.num(at("latency_ms"), MaxLatencyMS, false, ruleLatency)
+		case memberRepeatGroup:
+			var ok bool
+			if c.repeatGroup, ok, err = p.str(at("repeat_group"), ruleID); ok && !validID(c.repeatGroup, MaxIDLength) {
 				p.fail(CodeInvalidField, at("repeat_group"), ruleID)
 			}
-			c.repeatGroup = v
 			c.has |= hasRepeatGroup
-			return memberRepeatGroup, err
-		case "input_tokens":
-			n, _, err := p.num(at("input_tokens"), MaxTokens, true, ruleTokens)
-			c.input = int64(n.f)
+		case memberInput:
+			c.input, err = p.num(at("input_tokens"), MaxTokens, true, ruleTokens)
 			c.has |= hasInput
-			return memberInput, err
-		case "output_tokens":
-			n, _, err := p.num(at("output_tokens"), MaxTokens, true, ruleTokens)
-			c.output = int64(n.f)
+		case memberOutput:
+			c.output, err = p.num(at("output_tokens"), MaxTokens, true, ruleTokens)
 			c.has |= hasOutput
-			return memberOutput, err
-		case "cost":
-			n, _, err := p.num(at("cost"), MaxCost, false, ruleCost)
-			c.cost = n
+		case memberCost:
+			c.cost, err = p.num(at("cost"), MaxCost, false, ruleCost)
 			c.has |= hasCost
 			p.anyCost = true
-			return memberCost, err
-		case "tool_checks":
+		case memberToolChecks:
 			c.has |= hasToolChecks
-			return memberToolChecks, p.toolChecks(i, c)
-		case "boundary_violations":
+			err = p.toolChecks(i, c)
+		case memberViolations:
 			c.has |= hasViolations
-			return memberViolations, p.violations(i, c)
-		case "trace":
+			err = p.violations(i, c)
+		case memberTrace:
 			c.has |= hasTrace
-			return memberTrace, p.trace(i, c)
+			err = p.trace(i, c)
+		default:
+			err = p.unknown(at(string(name)))
 		}
-		return 0, p.unknown(at(string(name)))
-	})
+		if err != nil {
+			return err
+		}
+		if more, err = p.nextMember(); err != nil {
+			return err
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -252,25 +381,45 @@ func (p *parser) observation(i int) error {
 		bit  uint32
 		name string
 	}{{memberCaseID, "case_id"}, {memberStatus, "status"}, {memberLatency, "latency_ms"}} {
-		if seen&m.bit == 0 {
+		if seen.known&m.bit == 0 {
 			p.fail(CodeMissingField, at(m.name), ruleRequired)
 		}
+	}
+	if p.err == nil {
+		p.addCase(i)
 	}
 	return nil
 }
 
-// caseID checks a case_id's pattern and that no earlier case used it.
-func (p *parser) caseID(v []byte, pl place) {
-	if !validID(v, MaxIDLength) {
+// addCase writes the valid case just read in canonical form and counts it.
+func (p *parser) addCase(i int) {
+	if i > 0 {
+		p.canon = append(p.canon, ',')
+	}
+	p.canon = appendCase(p.canon, &p.kase)
+	if p.hash != nil && len(p.canon) >= hashChunk {
+		p.hash.Write(p.canon)
+		p.canon = p.canon[:0]
+	}
+	p.req.tally.add(&p.kase)
+}
+
+// caseID reads a case_id and checks its pattern and that no earlier case
+// used it.
+func (p *parser) caseID(pl place) ([]byte, error) {
+	v, ok, err := p.str(pl, ruleID)
+	switch {
+	case !ok:
+	case !validID(v, MaxIDLength):
 		p.fail(CodeInvalidField, pl, ruleID)
-		return
+	case p.err != nil:
+		// The request is refused already; spare the bookkeeping.
+	default:
+		if _, added := p.ids.add(v); !added {
+			p.fail(CodeInvalidField, pl, ruleDuplicate)
+		}
 	}
-	if p.err != nil {
-		return // the request is refused already; spare the bookkeeping
-	}
-	if _, added := p.ids.add(v); !added {
-		p.fail(CodeInvalidField, pl, ruleDuplicate)
-	}
+	return v, err
 }
 
 func (p *parser) toolChecks(i int, c *observation) error {
@@ -278,53 +427,76 @@ func (p *parser) toolChecks(i int, c *observation) error {
 	if p.peek() != '[' {
 		return p.wrongType(list, ruleToolChecks)
 	}
-	r := p.req
-	start := len(r.toolChecks)
-	_, err := p.array(func(j int) error {
+	j := 0
+	more, err := p.beginArray()
+	for ; more; j++ {
 		item := place{kase: i, group: "tool_checks", item: j}
-		if j >= MaxToolChecks {
+		switch {
+		case j >= MaxToolChecks:
 			p.fail(CodeInvalidField, list, ruleToolChecks)
-			return p.skip()
+			err = p.skip()
+		case p.peek() != '{':
+			err = p.wrongType(item, ruleToolCheck)
+		default:
+			err = p.toolCheck(item, c)
 		}
-		if p.peek() != '{' {
-			return p.wrongType(item, ruleToolCheck)
-		}
-		var tc toolCheck
-		seen, err := p.object(func(name []byte) (uint32, error) {
-			switch string(name) {
-			case "name":
-				item.name = "name"
-				v, ok, err := p.str(item, ruleToolName)
-				if ok && !validID(v, MaxToolNameLength) {
-					p.fail(CodeInvalidField, item, ruleToolName)
-				}
-				tc.name = v
-				return memberName, err
-			case "passed":
-				item.name = "passed"
-				v, ok, err := p.boolean(item, rulePassed)
-				tc.passed = ok && v
-				return memberPassed, err
-			}
-			item.name = string(name)
-			return 0, p.unknown(item)
-		})
 		if err != nil {
 			return err
 		}
-		if seen&memberName == 0 {
-			item.name = "name"
-			p.fail(CodeMissingField, item, ruleRequired)
+		if more, err = p.nextElement(); err != nil {
+			return err
 		}
-		if seen&memberPassed == 0 {
-			item.name = "passed"
-			p.fail(CodeMissingField, item, ruleRequired)
-		}
-		r.toolChecks = append(r.toolChecks, tc)
-		return nil
-	})
-	c.checks = span{int32(start), int32(len(r.toolChecks) - start)}
+	}
 	return err
+}
+
+func (p *parser) toolCheck(item place, c *observation) error {
+	var tc toolCheck
+	var seen names
+	more, err := p.beginObject()
+	for more {
+		name, at, err := p.memberName()
+		if err != nil {
+			return err
+		}
+		bit := toolCheckMember(name)
+		if err := seen.add(p, bit, at, name); err != nil {
+			return err
+		}
+		switch bit {
+		case memberName:
+			item.name = "name"
+			var ok bool
+			if tc.name, ok, err = p.str(item, ruleToolName); ok && !validID(tc.name, MaxToolNameLength) {
+				p.fail(CodeInvalidField, item, ruleToolName)
+			}
+		case memberPassed:
+			item.name = "passed"
+			tc.passed, err = p.boolean(item, rulePassed)
+		default:
+			item.name = string(name)
+			err = p.unknown(item)
+		}
+		if err != nil {
+			return err
+		}
+		if more, err = p.nextMember(); err != nil {
+			return err
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if seen.known&memberName == 0 {
+		item.name = "name"
+		p.fail(CodeMissingField, item, ruleRequired)
+	}
+	if seen.known&memberPassed == 0 {
+		item.name = "passed"
+		p.fail(CodeMissingField, item, ruleRequired)
+	}
+	c.checks = append(c.checks, tc)
+	return nil
 }
 
 func (p *parser) violations(i int, c *observation) error {
@@ -332,25 +504,31 @@ func (p *parser) violations(i int, c *observation) error {
 	if p.peek() != '[' {
 		return p.wrongType(list, ruleViolations)
 	}
-	r := p.req
-	start := len(r.violations)
-	_, err := p.array(func(j int) error {
+	j := 0
+	more, err := p.beginArray()
+	for ; more; j++ {
 		if j >= MaxViolations {
 			p.fail(CodeInvalidField, list, ruleViolations)
-			return p.skip()
-		}
-		item := place{kase: i, group: "boundary_violations", item: j}
-		v, ok, err := p.str(item, ruleViolation)
-		if ok {
-			code, known := parseViolation(v)
-			if !known {
-				p.fail(CodeInvalidField, item, ruleViolation)
+			err = p.skip()
+		} else {
+			item := place{kase: i, group: "boundary_violations", item: j}
+			var v []byte
+			var ok bool
+			if v, ok, err = p.str(item, ruleViolation); ok {
+				code, known := parseViolation(v)
+				if !known {
+					p.fail(CodeInvalidField, item, ruleViolation)
+				}
+				c.reported = append(c.reported, code)
 			}
-			r.violations = append(r.violations, code)
 		}
-		return err
-	})
-	c.reported = span{int32(start), int32(len(r.violations) - start)}
+		if err != nil {
+			return err
+		}
+		if more, err = p.nextElement(); err != nil {
+			return err
+		}
+	}
 	return err
 }
 
@@ -359,36 +537,50 @@ func (p *parser) trace(i int, c *observation) error {
 	if p.peek() != '{' {
 		return p.wrongType(at(""), ruleTrace)
 	}
-	seen, err := p.object(func(name []byte) (uint32, error) {
-		switch string(name) {
-		case "expected_steps":
-			n, _, err := p.num(at("expected_steps"), MaxSteps, true, ruleSteps)
-			c.expected = int64(n.f)
-			return memberExpected, err
-		case "observed_steps":
-			n, _, err := p.num(at("observed_steps"), MaxSteps, true, ruleSteps)
-			c.observed = int64(n.f)
-			return memberObserved, err
+	var seen names
+	more, err := p.beginObject()
+	for more {
+		name, nameAt, err := p.memberName()
+		if err != nil {
+			return err
 		}
-		return 0, p.unknown(at(string(name)))
-	})
+		bit := traceMember(name)
+		if err := seen.add(p, bit, nameAt, name); err != nil {
+			return err
+		}
+		switch bit {
+		case memberExpected:
+			c.expected, err = p.num(at("expected_steps"), MaxSteps, true, ruleSteps)
+		case memberObserved:
+			c.observed, err = p.num(at("observed_steps"), MaxSteps, true, ruleSteps)
+		default:
+			err = p.unknown(at(string(name)))
+		}
+		if err != nil {
+			return err
+		}
+		if more, err = p.nextMember(); err != nil {
+			return err
+		}
+	}
 	if err != nil {
 		return err
 	}
 	switch {
-	case seen&memberExpected == 0:
+	case seen.known&memberExpected == 0:
 		p.fail(CodeMissingField, at("expected_steps"), ruleRequired)
-	case seen&memberObserved == 0:
+	case seen.known&memberObserved == 0:
 		p.fail(CodeMissingField, at("observed_steps"), ruleRequired)
-	case c.observed > c.expected:
+	case c.observed.f > c.expected.f:
 		p.fail(CodeInvalidField, at("observed_steps"), ruleObserved)
 	}
 	return nil
 }
 
-// Typed values. Each returns ok=false, with the schema error recorded, when
-// the value has the wrong type or is out of range; err is for malformed JSON.
+// Typed values. Each records the schema error when the value has the wrong
+// type or is out of range; err is for malformed JSON only.
 
+// str reads a string; ok is false when the value is not one.
 func (p *parser) str(pl place, rule string) (v []byte, ok bool, err error) {
 	if p.peek() != '"' {
 		return nil, false, p.wrongType(pl, rule)
@@ -397,28 +589,29 @@ func (p *parser) str(pl place, rule string) (v []byte, ok bool, err error) {
 	return v, err == nil, err
 }
 
-func (p *parser) num(pl place, max float64, integer bool, rule string) (n number, ok bool, err error) {
+// num reads a number from 0 to max, an integer if integer is set.
+func (p *parser) num(pl place, max float64, integer bool, rule string) (number, error) {
 	if c := p.peek(); c != '-' && !isDigit(c) {
-		return n, false, p.wrongType(pl, rule)
+		return number{}, p.wrongType(pl, rule)
 	}
-	if n, err = p.readNumber(); err != nil {
-		return n, false, err
+	n, err := p.readNumber()
+	if err != nil {
+		return n, err
 	}
 	if !(n.f >= 0 && n.f <= max) || integer && n.f != math.Trunc(n.f) {
 		p.fail(CodeInvalidField, pl, rule)
-		return n, false, nil
 	}
-	return n, true, nil
+	return n, nil
 }
 
-func (p *parser) boolean(pl place, rule string) (v, ok bool, err error) {
+func (p *parser) boolean(pl place, rule string) (bool, error) {
 	switch p.peek() {
 	case 't':
-		return true, true, p.literal("true")
+		return true, p.literal("true")
 	case 'f':
-		return false, true, p.literal("false")
+		return false, p.literal("false")
 	}
-	return false, false, p.wrongType(pl, rule)
+	return false, p.wrongType(pl, rule)
 }
 
 // wrongType skips a value of the wrong type and records the schema error.
@@ -449,294 +642,4 @@ func (p *parser) fail(code string, pl place, rule string) {
 		msg = field + " " + rule
 	}
 	p.err = &Error{Code: code, Message: msg, Field: field}
-}
-
-// JSON syntax.
-
-func (p *parser) peek() byte {
-	if p.pos < len(p.data) {
-		return p.data[p.pos]
-	}
-	return 0
-}
-
-func (p *parser) skipSpace() {
-	const space = 1<<' ' | 1<<'\t' | 1<<'\n' | 1<<'\r'
-	d, i := p.data, p.pos
-	for i < len(d) && d[i] <= ' ' && space>>d[i]&1 != 0 {
-		i++
-	}
-	p.pos = i
-}
-
-// object reads the object at p.pos. For each member it calls member with the
-// name and p.pos at the value, which member must consume; member returns the
-// name's bit among the object's known names, or 0 for any other name.
-func (p *parser) object(member func(name []byte) (uint32, error)) (seen uint32, err error) {
-	if err := p.enter(); err != nil {
-		return 0, err
-	}
-	p.pos++ // '{'
-	p.skipSpace()
-	if p.peek() == '}' {
-		p.pos++
-		p.depth--
-		return 0, nil
-	}
-	var others map[string]bool // unknown names, for duplicate detection
-	for {
-		if p.peek() != '"' {
-			return 0, p.syntaxError("expected a member name in double quotes")
-		}
-		at := p.pos
-		name, err := p.readString()
-		if err != nil {
-			return 0, err
-		}
-		p.skipSpace()
-		if p.peek() != ':' {
-			return 0, p.syntaxError("expected ':' after a member name")
-		}
-		p.pos++
-		p.skipSpace()
-		bit, err := member(name)
-		if err != nil {
-			return 0, err
-		}
-		if bit != 0 {
-			if seen&bit != 0 {
-				return 0, p.duplicateName(at, name)
-			}
-			seen |= bit
-		} else {
-			if others[string(name)] {
-				return 0, p.duplicateName(at, name)
-			}
-			if others == nil {
-				others = make(map[string]bool)
-			}
-			others[string(name)] = true
-		}
-		p.skipSpace()
-		switch p.peek() {
-		case ',':
-			p.pos++
-			p.skipSpace()
-		case '}':
-			p.pos++
-			p.depth--
-			return seen, nil
-		default:
-			return 0, p.syntaxError("expected ',' or '}' after an object member")
-		}
-	}
-}
-
-// array reads the array at p.pos, calling elem with p.pos at each element,
-// which elem must consume. It returns the number of elements.
-func (p *parser) array(elem func(i int) error) (int, error) {
-	if err := p.enter(); err != nil {
-		return 0, err
-	}
-	p.pos++ // '['
-	p.skipSpace()
-	if p.peek() == ']' {
-		p.pos++
-		p.depth--
-		return 0, nil
-	}
-	for i := 0; ; i++ {
-		if err := elem(i); err != nil {
-			return 0, err
-		}
-		p.skipSpace()
-		switch p.peek() {
-		case ',':
-			p.pos++
-			p.skipSpace()
-		case ']':
-			p.pos++
-			p.depth--
-			return i + 1, nil
-		default:
-			return 0, p.syntaxError("expected ',' or ']' after an array element")
-		}
-	}
-}
-
-func (p *parser) enter() error {
-	p.depth++
-	if p.depth > maxDepth {
-		return p.syntaxError(fmt.Sprintf("nesting deeper than %d levels", maxDepth))
-	}
-	return nil
-}
-
-// skip reads any value, checking only that it is I-JSON.
-func (p *parser) skip() error {
-	switch c := p.peek(); {
-	case c == '{':
-		_, err := p.object(func([]byte) (uint32, error) { return 0, p.skip() })
-		return err
-	case c == '[':
-		_, err := p.array(func(int) error { return p.skip() })
-		return err
-	case c == '"':
-		_, err := p.readString()
-		return err
-	case c == '-' || isDigit(c):
-		_, err := p.readNumber()
-		return err
-	case c == 't':
-		return p.literal("true")
-	case c == 'f':
-		return p.literal("false")
-	case c == 'n':
-		return p.literal("null")
-	case p.pos >= len(p.data):
-		return p.syntaxError("unexpected end of the body")
-	default:
-		return p.syntaxError(fmt.Sprintf("unexpected character %q", c))
-	}
-}
-
-func (p *parser) literal(lit string) error {
-	if len(p.data)-p.pos < len(lit) || string(p.data[p.pos:p.pos+len(lit)]) != lit {
-		return p.syntaxError("invalid literal; expected " + lit)
-	}
-	p.pos += len(lit)
-	return nil
-}
-
-// readString reads the string at p.pos. The value is a slice of the body
-// when the string has no escapes, a new slice otherwise.
-func (p *parser) readString() ([]byte, error) {
-	d := p.data
-	start := p.pos + 1
-	for i := start; i < len(d); i++ {
-		switch c := d[i]; {
-		case c == '"':
-			p.pos = i + 1
-			return d[start:i], nil
-		case c == '\\' || c < 0x20 || c >= utf8.RuneSelf:
-			return p.readStringSlow(start, i)
-		}
-	}
-	return nil, p.syntaxErrorAt(len(d), "unterminated string")
-}
-
-func (p *parser) readStringSlow(start, i int) ([]byte, error) {
-	d := p.data
-	var out []byte // nil while the value is still d[start:i]
-	for i < len(d) {
-		switch c := d[i]; {
-		case c == '"':
-			p.pos = i + 1
-			if out == nil {
-				return d[start:i], nil
-			}
-			return out, nil
-		case c == '\\':
-			if out == nil {
-				out = append(make([]byte, 0, i-start+16), d[start:i]...)
-			}
-			r, n, err := p.escape(i)
-			if err != nil {
-				return nil, err
-			}
-			out = utf8.AppendRune(out, r)
-			i += n
-		case c < 0x20:
-			return nil, p.syntaxErrorAt(i, "control character in a string; escape it")
-		case c < utf8.RuneSelf:
-			if out != nil {
-				out = append(out, c)
-			}
-			i++
-		default:
-			r, size := utf8.DecodeRune(d[i:])
-			if r == utf8.RuneError && size <= 1 {
-				return nil, p.syntaxErrorAt(i, "invalid UTF-8 in a string")
-			}
-			if out != nil {
-				out = append(out, d[i:i+size]...)
-			}
-			i += size
-		}
-	}
-	return nil, p.syntaxErrorAt(len(d), "unterminated string")
-}
-
-// escape decodes the escape sequence at d[i] ('\\'), returning the rune and
-// the bytes it took. A surrogate must come as a valid pair (RFC 7493 §2.1).
-func (p *parser) escape(i int) (rune, int, error) {
-	d := p.data
-	if i+1 >= len(d) {
-		return 0, 0, p.syntaxErrorAt(i, "unterminated escape sequence")
-	}
-	switch d[i+1] {
-	case '"', '\\', '/':
-		return rune(d[i+1]), 2, nil
-	case 'b':
-		return '\b', 2, nil
-	case 'f':
-		return '\f', 2, nil
-	case 'n':
-		return '\n', 2, nil
-	case 'r':
-		return '\r', 2, nil
-	case 't':
-		return '\t', 2, nil
-	case 'u':
-		r, ok := hex4(d[i+2:])
-		if !ok {
-			return 0, 0, p.syntaxErrorAt(i, `invalid \u escape; expected four hex digits`)
-		}
-		switch {
-		case r >= 0xDC00 && r <= 0xDFFF:
-			return 0, 0, p.syntaxErrorAt(i, "lone low surrogate in a \\u escape")
-		case r >= 0xD800 && r <= 0xDBFF:
-			if len(d) < i+12 || d[i+6] != '\\' || d[i+7] != 'u' {
-				return 0, 0, p.syntaxErrorAt(i, "lone high surrogate in a \\u escape")
-			}
-			lo, ok := hex4(d[i+8:])
-			if !ok || lo < 0xDC00 || lo > 0xDFFF {
-				return 0, 0, p.syntaxErrorAt(i, "lone high surrogate in a \\u escape")
-			}
-			return 0x10000 + (r-0xD800)<<10 + (lo - 0xDC00), 12, nil
-		}
-		return r, 6, nil
-	}
-	return 0, 0, p.syntaxErrorAt(i, "invalid escape sequence")
-}
-
-func hex4(b []byte) (rune, bool) {
-	if len(b) < 4 {
-		return 0, false
-	}
-	var r rune
-	for _, c := range b[:4] {
-		switch {
-		case c >= '0' && c <= '9':
-			c -= '0'
-		case c >= 'a' && c <= 'f':
-			c -= 'a' - 10
-		case c >= 'A' && c <= 'F':
-			c -= 'A' - 10
-		default:
-			return 0, false
-		}
-		r = r<<4 | rune(c)
-	}
-	return r, true
-}
-
-func (p *parser) duplicateName(at int, name []byte) error {
-	return p.syntaxErrorAt(at, fmt.Sprintf("duplicate member name %q (RFC 7493 forbids it)", name))
-}
-
-func (p *parser) syntaxError(msg string) error { return p.syntaxErrorAt(p.pos, msg) }
-
-func (p *parser) syntaxErrorAt(at int, msg string) error {
-	return &Error{Code: CodeMalformedJSON, Message: fmt.Sprintf("malformed JSON at byte %d: %s", at, msg)}
 }

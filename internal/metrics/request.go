@@ -14,17 +14,18 @@ const (
 	MaxSteps          = 100000
 )
 
-// Request is a validated metrics request (spec §2.5). Its strings point into
-// the body it was parsed from, which must not change while it is in use.
+// Request is a validated metrics request (spec §2.5), reduced to what its
+// metrics need: the counts of its cases and the digest of its canonical form.
+// Its strings point into the body it was parsed from, which must not change
+// while it is in use.
 type Request struct {
 	runID        []byte
 	costCurrency []byte // nil when absent
-	cases        []observation
-	toolChecks   []toolCheck // every case's checks, in order
-	violations   []violation // every case's reported codes, in order
+	tally        tally
+	digest       [32]byte
 }
 
-// observation is one CaseObservation.
+// observation is the CaseObservation being read.
 type observation struct {
 	id          []byte
 	repeatGroup []byte // nil when absent
@@ -32,12 +33,17 @@ type observation struct {
 	has         present
 	latency     number
 	cost        number
-	input       int64
-	output      int64
-	expected    int64 // trace.expected_steps
-	observed    int64 // trace.observed_steps
-	checks      span  // into Request.toolChecks
-	reported    span  // into Request.violations
+	input       number
+	output      number
+	expected    number // trace.expected_steps
+	observed    number // trace.observed_steps
+	checks      []toolCheck
+	reported    []violation
+}
+
+// reset empties c for the next case, keeping its lists' storage.
+func (c *observation) reset() {
+	*c = observation{checks: c.checks[:0], reported: c.reported[:0]}
 }
 
 // present records which optional members a case carries, so that the
@@ -53,8 +59,6 @@ const (
 	hasViolations
 	hasTrace
 )
-
-type span struct{ start, n int32 }
 
 type toolCheck struct {
 	name   []byte
@@ -150,17 +154,32 @@ func validCurrency(b []byte) bool {
 }
 
 // validID reports whether b matches ^[A-Za-z0-9][A-Za-z0-9._:-]{0,max-1}$,
-// the pattern of run_id, case_id, repeat_group and tool check names.
+// the pattern of run_id, case_id, repeat_group and tool check names. Such a
+// string needs no escaping in JSON.
 func validID(b []byte, max int) bool {
 	if len(b) == 0 || len(b) > max || !isAlnum(b[0]) {
 		return false
 	}
 	for _, c := range b[1:] {
-		if !isAlnum(c) && c != '.' && c != '_' && c != ':' && c != '-' {
+		if !isIDByte(c) {
 			return false
 		}
 	}
 	return true
+}
+
+// The bytes of identifiers, as bits of two words: bytes 0-63 and 64-127.
+const (
+	idBytesLow  = 1<<'-' | 1<<'.' | (1<<10-1)<<'0' | 1<<':'
+	idBytesHigh = (1<<26-1)<<('A'-64) | 1<<('_'-64) | (1<<26-1)<<('a'-64)
+)
+
+func isIDByte(c byte) bool {
+	w := uint64(idBytesLow)
+	if c >= 64 {
+		w = idBytesHigh
+	}
+	return c < 128 && w>>(c&63)&1 != 0
 }
 
 func isAlnum(c byte) bool {

@@ -1,0 +1,362 @@
+package metrics
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math/bits"
+	"unicode/utf8"
+)
+
+// The JSON syntax under the parser: I-JSON (RFC 7493) read in place, with
+// no tokens and no copies of strings that have no escapes.
+
+// maxDepth bounds nesting, as encoding/json does, so that unknown members
+// cannot exhaust the stack.
+const maxDepth = 10000
+
+func (p *parser) peek() byte {
+	if p.pos < len(p.data) {
+		return p.data[p.pos]
+	}
+	return 0
+}
+
+func (p *parser) skipSpace() {
+	const space = 1<<' ' | 1<<'\t' | 1<<'\n' | 1<<'\r'
+	d, i := p.data, p.pos
+	for i < len(d) && d[i] <= ' ' && space>>d[i]&1 != 0 {
+		i++
+	}
+	p.pos = i
+}
+
+// Objects are read as
+//
+//	more, err := p.beginObject()
+//	for more {
+//		name, at, err := p.memberName()
+//		... read the value ...
+//		more, err = p.nextMember()
+//	}
+//
+// and arrays alike with beginArray and nextElement.
+
+// beginObject consumes '{' and reports whether a member follows.
+func (p *parser) beginObject() (more bool, err error) {
+	return p.begin('}')
+}
+
+// memberName reads a member's name and the ':' after it, leaving p.pos at
+// the value. at is where the name starts, for error messages.
+func (p *parser) memberName() (name []byte, at int, err error) {
+	if p.peek() != '"' {
+		return nil, 0, p.syntaxError("expected a member name in double quotes")
+	}
+	at = p.pos
+	if name, err = p.readString(); err != nil {
+		return nil, 0, err
+	}
+	p.skipSpace()
+	if p.peek() != ':' {
+		return nil, 0, p.syntaxError("expected ':' after a member name")
+	}
+	p.pos++
+	p.skipSpace()
+	return name, at, nil
+}
+
+// nextMember consumes the ',' or '}' after a member's value and reports
+// whether another member follows.
+func (p *parser) nextMember() (more bool, err error) {
+	return p.next('}', "expected ',' or '}' after an object member")
+}
+
+// beginArray consumes '[' and reports whether an element follows.
+func (p *parser) beginArray() (more bool, err error) {
+	return p.begin(']')
+}
+
+// nextElement consumes the ',' or ']' after an element and reports whether
+// another element follows.
+func (p *parser) nextElement() (more bool, err error) {
+	return p.next(']', "expected ',' or ']' after an array element")
+}
+
+func (p *parser) begin(end byte) (bool, error) {
+	p.depth++
+	if p.depth > maxDepth {
+		return false, p.syntaxError(fmt.Sprintf("nesting deeper than %d levels", maxDepth))
+	}
+	p.pos++
+	p.skipSpace()
+	if p.peek() == end {
+		p.pos++
+		p.depth--
+		return false, nil
+	}
+	return true, nil
+}
+
+func (p *parser) next(end byte, msg string) (bool, error) {
+	p.skipSpace()
+	switch p.peek() {
+	case ',':
+		p.pos++
+		p.skipSpace()
+		return true, nil
+	case end:
+		p.pos++
+		p.depth--
+		return false, nil
+	}
+	return false, p.syntaxError(msg)
+}
+
+// names detects duplicate member names in one object.
+type names struct {
+	known  uint32          // bits of the object's known names read so far
+	others map[string]bool // other names read so far
+}
+
+// add records a name: bit is its bit among the object's known names, or 0.
+// A name read twice makes the body malformed (RFC 7493 §2.3).
+func (n *names) add(p *parser, bit uint32, at int, name []byte) error {
+	if bit != 0 {
+		if n.known&bit != 0 {
+			return p.duplicateName(at, name)
+		}
+		n.known |= bit
+		return nil
+	}
+	if n.others[string(name)] {
+		return p.duplicateName(at, name)
+	}
+	if n.others == nil {
+		n.others = make(map[string]bool)
+	}
+	n.others[string(name)] = true
+	return nil
+}
+
+// skip reads any value, checking only that it is I-JSON.
+func (p *parser) skip() error {
+	switch c := p.peek(); {
+	case c == '{':
+		var seen names
+		more, err := p.beginObject()
+		for more {
+			name, at, err := p.memberName()
+			if err != nil {
+				return err
+			}
+			if err := seen.add(p, 0, at, name); err != nil {
+				return err
+			}
+			if err := p.skip(); err != nil {
+				return err
+			}
+			if more, err = p.nextMember(); err != nil {
+				return err
+			}
+		}
+		return err
+	case c == '[':
+		more, err := p.beginArray()
+		for more {
+			if err := p.skip(); err != nil {
+				return err
+			}
+			if more, err = p.nextElement(); err != nil {
+				return err
+			}
+		}
+		return err
+	case c == '"':
+		_, err := p.readString()
+		return err
+	case c == '-' || isDigit(c):
+		_, err := p.readNumber()
+		return err
+	case c == 't':
+		return p.literal("true")
+	case c == 'f':
+		return p.literal("false")
+	case c == 'n':
+		return p.literal("null")
+	case p.pos >= len(p.data):
+		return p.syntaxError("unexpected end of the body")
+	default:
+		return p.syntaxError(fmt.Sprintf("unexpected character %q", c))
+	}
+}
+
+func (p *parser) literal(lit string) error {
+	if len(p.data)-p.pos < len(lit) || string(p.data[p.pos:p.pos+len(lit)]) != lit {
+		return p.syntaxError("invalid literal; expected " + lit)
+	}
+	p.pos += len(lit)
+	return nil
+}
+
+// readString reads the string at p.pos. The value is a slice of the body
+// when the string has no escapes, a new slice otherwise.
+//
+// Plain ASCII runs are scanned 8 bytes at a time: this loop was the
+// engine's largest cost when it went byte by byte (see `make bench`).
+func (p *parser) readString() ([]byte, error) {
+	d := p.data
+	start := p.pos + 1
+	i := start
+	for ; i+8 <= len(d); i += 8 {
+		if m := stops(binary.LittleEndian.Uint64(d[i:])); m != 0 {
+			i += bits.TrailingZeros64(m) / 8
+			return p.endString(start, i)
+		}
+	}
+	for ; i < len(d); i++ {
+		if c := d[i]; c == '"' || c == '\\' || c < 0x20 || c >= utf8.RuneSelf {
+			return p.endString(start, i)
+		}
+	}
+	return nil, p.syntaxErrorAt(len(d), "unterminated string")
+}
+
+// stops marks with its high bit each byte of w (8 bytes, little-endian) that
+// ends a plain run of a string: '"', '\\', a control character or a byte of
+// non-ASCII UTF-8. A mark can be false only above a true one (a borrow runs
+// upward), so the lowest mark is always exact.
+func stops(w uint64) uint64 {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	quote := w ^ ones*'"'       // 0 where '"'
+	backslash := w ^ ones*'\\' // 0 where '\\'
+	zeroQuote := (quote - ones) &^ quote
+	zeroBackslash := (backslash - ones) &^ backslash
+	control := (w - ones*0x20) &^ w
+	return (zeroQuote | zeroBackslash | control | w) & highs
+}
+
+// endString finishes the string that starts at start, at d[i], the first
+// byte that is not plain ASCII.
+func (p *parser) endString(start, i int) ([]byte, error) {
+	if p.data[i] == '"' {
+		p.pos = i + 1
+		return p.data[start:i], nil
+	}
+	return p.readStringSlow(start, i)
+}
+
+func (p *parser) readStringSlow(start, i int) ([]byte, error) {
+	d := p.data
+	var out []byte // nil while the value is still d[start:i]
+	for i < len(d) {
+		switch c := d[i]; {
+		case c == '"':
+			p.pos = i + 1
+			if out == nil {
+				return d[start:i], nil
+			}
+			return out, nil
+		case c == '\\':
+			if out == nil {
+				out = append(make([]byte, 0, i-start+16), d[start:i]...)
+			}
+			r, n, err := p.escape(i)
+			if err != nil {
+				return nil, err
+			}
+			out = utf8.AppendRune(out, r)
+			i += n
+		case c < 0x20:
+			return nil, p.syntaxErrorAt(i, "control character in a string; escape it")
+		case c < utf8.RuneSelf:
+			if out != nil {
+				out = append(out, c)
+			}
+			i++
+		default:
+			r, size := utf8.DecodeRune(d[i:])
+			if r == utf8.RuneError && size <= 1 {
+				return nil, p.syntaxErrorAt(i, "invalid UTF-8 in a string")
+			}
+			if out != nil {
+				out = append(out, d[i:i+size]...)
+			}
+			i += size
+		}
+	}
+	return nil, p.syntaxErrorAt(len(d), "unterminated string")
+}
+
+// escape decodes the escape sequence at d[i] ('\\'), returning the rune and
+// the bytes it took. A surrogate must come as a valid pair (RFC 7493 §2.1).
+func (p *parser) escape(i int) (rune, int, error) {
+	d := p.data
+	if i+1 >= len(d) {
+		return 0, 0, p.syntaxErrorAt(i, "unterminated escape sequence")
+	}
+	switch d[i+1] {
+	case '"', '\\', '/':
+		return rune(d[i+1]), 2, nil
+	case 'b':
+		return '\b', 2, nil
+	case 'f':
+		return '\f', 2, nil
+	case 'n':
+		return '\n', 2, nil
+	case 'r':
+		return '\r', 2, nil
+	case 't':
+		return '\t', 2, nil
+	case 'u':
+		r, ok := hex4(d[i+2:])
+		if !ok {
+			return 0, 0, p.syntaxErrorAt(i, `invalid \u escape; expected four hex digits`)
+		}
+		switch {
+		case r >= 0xDC00 && r <= 0xDFFF:
+			return 0, 0, p.syntaxErrorAt(i, "lone low surrogate in a \\u escape")
+		case r >= 0xD800 && r <= 0xDBFF:
+			if len(d) < i+12 || d[i+6] != '\\' || d[i+7] != 'u' {
+				return 0, 0, p.syntaxErrorAt(i, "lone high surrogate in a \\u escape")
+			}
+			lo, ok := hex4(d[i+8:])
+			if !ok || lo < 0xDC00 || lo > 0xDFFF {
+				return 0, 0, p.syntaxErrorAt(i, "lone high surrogate in a \\u escape")
+			}
+			return 0x10000 + (r-0xD800)<<10 + (lo - 0xDC00), 12, nil
+		}
+		return r, 6, nil
+	}
+	return 0, 0, p.syntaxErrorAt(i, "invalid escape sequence")
+}
+
+func hex4(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c -= 'a' - 10
+		case c >= 'A' && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, true
+}
+
+func (p *parser) duplicateName(at int, name []byte) error {
+	return p.syntaxErrorAt(at, fmt.Sprintf("duplicate member name %q (RFC 7493 forbids it)", name))
+}
+
+func (p *parser) syntaxError(msg string) error { return p.syntaxErrorAt(p.pos, msg) }
+
+func (p *parser) syntaxErrorAt(at int, msg string) error {
+	return &Error{Code: CodeMalformedJSON, Message: fmt.Sprintf("malformed JSON at byte %d: %s", at, msg)}
+}
