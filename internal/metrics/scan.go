@@ -227,7 +227,7 @@ func (p *parser) readString() ([]byte, error) {
 // upward), so the lowest mark is always exact.
 func stops(w uint64) uint64 {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	quote := w ^ ones*'"'       // 0 where '"'
+	quote := w ^ ones*'"'      // 0 where '"'
 	backslash := w ^ ones*'\\' // 0 where '\\'
 	zeroQuote := (quote - ones) &^ quote
 	zeroBackslash := (backslash - ones) &^ backslash
