@@ -24,12 +24,12 @@ type number struct {
 // many digits already is the shortest decimal of its double.
 const maxExactDigits = 15
 
-// readNumber reads the number at p.pos (RFC 8259 §6 grammar).
-func (p *parser) readNumber() (number, error) {
+// readNumber reads the number at p.pos (RFC 8259 §6 grammar) into n.
+func (p *parser) readNumber(n *number) error {
 	d := p.data
 	start := p.pos
 	i := p.pos
-	var n number
+	*n = number{}
 	if i < len(d) && d[i] == '-' {
 		n.neg = true
 		i++
@@ -60,12 +60,12 @@ func (p *parser) readNumber() (number, error) {
 		// 10^21, which ECMAScript writes without an exponent.
 		lit = i-intStart <= maxExactDigits
 	default:
-		return n, p.syntaxErrorAt(i, "expected a digit in a number")
+		return p.syntaxErrorAt(i, "expected a digit in a number")
 	}
 	if i < len(d) && d[i] == '.' {
 		i++
 		if i >= len(d) || !isDigit(d[i]) {
-			return n, p.syntaxErrorAt(i, "expected a digit after the decimal point")
+			return p.syntaxErrorAt(i, "expected a digit after the decimal point")
 		}
 		for ; i < len(d) && isDigit(d[i]); i++ {
 			if digits < 19 {
@@ -91,7 +91,7 @@ func (p *parser) readNumber() (number, error) {
 			i++
 		}
 		if i >= len(d) || !isDigit(d[i]) {
-			return n, p.syntaxErrorAt(i, "expected a digit in an exponent")
+			return p.syntaxErrorAt(i, "expected a digit in an exponent")
 		}
 		e := 0
 		for i < len(d) && isDigit(d[i]) {
@@ -111,11 +111,10 @@ func (p *parser) readNumber() (number, error) {
 	}
 
 	if mant == 0 {
-		n.f = 0
 		if n.neg {
 			n.f = math.Copysign(0, -1)
 		}
-		return n, nil
+		return nil
 	}
 	for mant%10 == 0 {
 		mant /= 10
@@ -135,11 +134,11 @@ func (p *parser) readNumber() (number, error) {
 		if n.neg {
 			n.f = -n.f
 		}
-		return n, nil
+		return nil
 	}
 	f, _ := strconv.ParseFloat(string(d[start:i]), 64) // overflow gives ±Inf, caught by range checks
-	n = fromFloat(f)
-	return n, nil
+	*n = fromFloat(f)
+	return nil
 }
 
 // fromFloat returns the number of a double, with its shortest decimal.

@@ -13,7 +13,8 @@ import (
 func readNum(t *testing.T, lit string) number {
 	t.Helper()
 	p := parser{data: []byte(lit)}
-	n, err := p.readNumber()
+	var n number
+	err := p.readNumber(&n)
 	if err != nil {
 		t.Fatalf("readNumber(%q): %v", lit, err)
 	}

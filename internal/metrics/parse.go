@@ -234,20 +234,20 @@ func (p *parser) request() error {
 		}
 		switch bit {
 		case memberRunID:
-			v, ok, err := p.str(top("run_id"), ruleID)
+			v, ok, err := p.id(MaxIDLength)
 			if err != nil {
 				return err
 			}
-			if ok && !validID(v, MaxIDLength) {
+			if !ok {
 				p.fail(CodeInvalidField, top("run_id"), ruleID)
 			}
 			r.runID = v
 		case memberCostCurrency:
-			v, ok, err := p.str(top("cost_currency"), ruleCurrency)
+			v, ok, err := p.str()
 			if err != nil {
 				return err
 			}
-			if ok && !validCurrency(v) {
+			if !ok || !validCurrency(v) {
 				p.fail(CodeInvalidField, top("cost_currency"), ruleCurrency)
 			}
 			r.costCurrency = v
@@ -315,6 +315,11 @@ func (p *parser) observation(i int) error {
 	c := &p.kase
 	c.reset()
 	at := func(name string) place { return place{kase: i, item: -1, name: name} }
+	check := func(ok bool, name, rule string) {
+		if !ok {
+			p.fail(CodeInvalidField, at(name), rule)
+		}
+	}
 	var seen names
 	more, err := p.beginObject()
 	for more {
@@ -328,31 +333,37 @@ func (p *parser) observation(i int) error {
 		}
 		switch bit {
 		case memberCaseID:
-			c.id, err = p.caseID(at("case_id"))
+			err = p.caseID(i, c)
 		case memberStatus:
 			var v []byte
 			var ok bool
-			if v, ok, err = p.str(at("status"), ruleStatus); ok {
-				if c.status, ok = parseStatus(v); !ok {
-					p.fail(CodeInvalidField, at("status"), ruleStatus)
-				}
+			if v, ok, err = p.str(); ok {
+				c.status, ok = parseStatus(v)
 			}
+			check(ok, "status", ruleStatus)
 		case memberLatency:
-			c.latency, err = p.num(at("latency_ms"), MaxLatencyMS, false, ruleLatency)
+			var ok bool
+			ok, err = p.num(&c.latency, MaxLatencyMS, false)
+			check(ok, "latency_ms", ruleLatency)
 		case memberRepeatGroup:
 			var ok bool
-			if c.repeatGroup, ok, err = p.str(at("repeat_group"), ruleID); ok && !validID(c.repeatGroup, MaxIDLength) {
-				p.fail(CodeInvalidField, at("repeat_group"), ruleID)
-			}
+			c.repeatGroup, ok, err = p.id(MaxIDLength)
+			check(ok, "repeat_group", ruleID)
 			c.has |= hasRepeatGroup
 		case memberInput:
-			c.input, err = p.num(at("input_tokens"), MaxTokens, true, ruleTokens)
+			var ok bool
+			ok, err = p.num(&c.input, MaxTokens, true)
+			check(ok, "input_tokens", ruleTokens)
 			c.has |= hasInput
 		case memberOutput:
-			c.output, err = p.num(at("output_tokens"), MaxTokens, true, ruleTokens)
+			var ok bool
+			ok, err = p.num(&c.output, MaxTokens, true)
+			check(ok, "output_tokens", ruleTokens)
 			c.has |= hasOutput
 		case memberCost:
-			c.cost, err = p.num(at("cost"), MaxCost, false, ruleCost)
+			var ok bool
+			ok, err = p.num(&c.cost, MaxCost, false)
+			check(ok, "cost", ruleCost)
 			c.has |= hasCost
 			p.anyCost = true
 		case memberToolChecks:
@@ -406,20 +417,20 @@ func (p *parser) addCase(i int) {
 
 // caseID reads a case_id and checks its pattern and that no earlier case
 // used it.
-func (p *parser) caseID(pl place) ([]byte, error) {
-	v, ok, err := p.str(pl, ruleID)
+func (p *parser) caseID(i int, c *observation) error {
+	v, ok, err := p.id(MaxIDLength)
+	c.id = v
 	switch {
 	case !ok:
-	case !validID(v, MaxIDLength):
-		p.fail(CodeInvalidField, pl, ruleID)
+		p.fail(CodeInvalidField, place{kase: i, item: -1, name: "case_id"}, ruleID)
 	case p.err != nil:
 		// The request is refused already; spare the bookkeeping.
 	default:
 		if _, added := p.ids.add(v); !added {
-			p.fail(CodeInvalidField, pl, ruleDuplicate)
+			p.fail(CodeInvalidField, place{kase: i, item: -1, name: "case_id"}, ruleDuplicate)
 		}
 	}
-	return v, err
+	return err
 }
 
 func (p *parser) toolChecks(i int, c *observation) error {
@@ -465,14 +476,17 @@ func (p *parser) toolCheck(item place, c *observation) error {
 		}
 		switch bit {
 		case memberName:
-			item.name = "name"
 			var ok bool
-			if tc.name, ok, err = p.str(item, ruleToolName); ok && !validID(tc.name, MaxToolNameLength) {
+			if tc.name, ok, err = p.id(MaxToolNameLength); !ok {
+				item.name = "name"
 				p.fail(CodeInvalidField, item, ruleToolName)
 			}
 		case memberPassed:
-			item.name = "passed"
-			tc.passed, err = p.boolean(item, rulePassed)
+			var ok bool
+			if tc.passed, ok, err = p.boolean(); !ok {
+				item.name = "passed"
+				p.fail(CodeInvalidField, item, rulePassed)
+			}
 		default:
 			item.name = string(name)
 			err = p.unknown(item)
@@ -511,15 +525,16 @@ func (p *parser) violations(i int, c *observation) error {
 			p.fail(CodeInvalidField, list, ruleViolations)
 			err = p.skip()
 		} else {
-			item := place{kase: i, group: "boundary_violations", item: j}
 			var v []byte
 			var ok bool
-			if v, ok, err = p.str(item, ruleViolation); ok {
-				code, known := parseViolation(v)
-				if !known {
-					p.fail(CodeInvalidField, item, ruleViolation)
-				}
+			var code violation
+			if v, ok, err = p.str(); ok {
+				code, ok = parseViolation(v)
+			}
+			if ok {
 				c.reported = append(c.reported, code)
+			} else {
+				p.fail(CodeInvalidField, place{kase: i, group: "boundary_violations", item: j}, ruleViolation)
 			}
 		}
 		if err != nil {
@@ -548,11 +563,16 @@ func (p *parser) trace(i int, c *observation) error {
 		if err := seen.add(p, bit, nameAt, name); err != nil {
 			return err
 		}
+		var ok bool
 		switch bit {
 		case memberExpected:
-			c.expected, err = p.num(at("expected_steps"), MaxSteps, true, ruleSteps)
+			if ok, err = p.num(&c.expected, MaxSteps, true); !ok {
+				p.fail(CodeInvalidField, at("expected_steps"), ruleSteps)
+			}
 		case memberObserved:
-			c.observed, err = p.num(at("observed_steps"), MaxSteps, true, ruleSteps)
+			if ok, err = p.num(&c.observed, MaxSteps, true); !ok {
+				p.fail(CodeInvalidField, at("observed_steps"), ruleSteps)
+			}
 		default:
 			err = p.unknown(at(string(name)))
 		}
@@ -577,41 +597,43 @@ func (p *parser) trace(i int, c *observation) error {
 	return nil
 }
 
-// Typed values. Each records the schema error when the value has the wrong
-// type or is out of range; err is for malformed JSON only.
+// Typed values. Each reports ok=false when the value has the wrong type,
+// which it skips, or is out of range; err is for malformed JSON only.
 
-// str reads a string; ok is false when the value is not one.
-func (p *parser) str(pl place, rule string) (v []byte, ok bool, err error) {
+// str reads a string.
+func (p *parser) str() (v []byte, ok bool, err error) {
 	if p.peek() != '"' {
-		return nil, false, p.wrongType(pl, rule)
+		return nil, false, p.skip()
 	}
 	v, err = p.readString()
 	return v, err == nil, err
 }
 
-// num reads a number from 0 to max, an integer if integer is set.
-func (p *parser) num(pl place, max float64, integer bool, rule string) (number, error) {
-	if c := p.peek(); c != '-' && !isDigit(c) {
-		return number{}, p.wrongType(pl, rule)
-	}
-	n, err := p.readNumber()
-	if err != nil {
-		return n, err
-	}
-	if !(n.f >= 0 && n.f <= max) || integer && n.f != math.Trunc(n.f) {
-		p.fail(CodeInvalidField, pl, rule)
-	}
-	return n, nil
+// id reads an identifier of at most max bytes (validID).
+func (p *parser) id(max int) (v []byte, ok bool, err error) {
+	v, ok, err = p.str()
+	return v, ok && validID(v, max), err
 }
 
-func (p *parser) boolean(pl place, rule string) (bool, error) {
+// num reads into n a number from 0 to max, an integer if integer is set.
+func (p *parser) num(n *number, max float64, integer bool) (ok bool, err error) {
+	if c := p.peek(); c != '-' && !isDigit(c) {
+		return false, p.skip()
+	}
+	if err := p.readNumber(n); err != nil {
+		return false, err
+	}
+	return n.f >= 0 && n.f <= max && (!integer || n.f == math.Trunc(n.f)), nil
+}
+
+func (p *parser) boolean() (v, ok bool, err error) {
 	switch p.peek() {
 	case 't':
-		return true, p.literal("true")
+		return true, true, p.literal("true")
 	case 'f':
-		return false, p.literal("false")
+		return false, true, p.literal("false")
 	}
-	return false, p.wrongType(pl, rule)
+	return false, false, p.skip()
 }
 
 // wrongType skips a value of the wrong type and records the schema error.

@@ -26,6 +26,9 @@ func TestErrors(t *testing.T) {
 		{"whitespace only", " \n", metrics.CodeMalformedJSON, ""},
 		{"escaped duplicate name", `{"run_id":"r","\u0072un_id":"s","cases":[` + ok + `]}`, metrics.CodeMalformedJSON, ""},
 		{"duplicate deep in unknown member", `{"run_id":"r","x":[{"y":{"a":1,"a":1}}],"cases":[` + ok + `]}`, metrics.CodeMalformedJSON, ""},
+		{"duplicate of an early name among many", `{"run_id":"r","x":{` + members(12) + `,"m0":1},"cases":[` + ok + `]}`, metrics.CodeMalformedJSON, ""},
+		{"duplicate of a late name among many", `{"run_id":"r","x":{` + members(12) + `,"m11":1},"cases":[` + ok + `]}`, metrics.CodeMalformedJSON, ""},
+		{"many distinct names", `{"run_id":"r","x":{` + members(12) + `},"cases":[` + ok + `]}`, metrics.CodeUnknownField, "x"},
 		{"duplicate in case", `{"run_id":"r","cases":[{"case_id":"a","case_id":"b","status":"pass","latency_ms":1}]}`, metrics.CodeMalformedJSON, ""},
 		{"lone surrogate", `{"run_id":"\udc00","cases":[` + ok + `]}`, metrics.CodeMalformedJSON, ""},
 		{"invalid utf-8", "{\"run_id\":\"\xc3\x28\",\"cases\":[" + ok + "]}", metrics.CodeMalformedJSON, ""},
@@ -89,4 +92,13 @@ func distinctCases(n int) string {
 		cases[i] = fmt.Sprintf(`{"case_id":"c%d","status":"pass","latency_ms":%d}`, i, i)
 	}
 	return strings.Join(cases, ",")
+}
+
+// members is n distinct members "m0":1,"m1":1,...
+func members(n int) string {
+	ms := make([]string, n)
+	for i := range ms {
+		ms[i] = fmt.Sprintf(`"m%d":1`, i)
+	}
+	return strings.Join(ms, ",")
 }

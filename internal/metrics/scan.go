@@ -115,7 +115,9 @@ func (p *parser) next(end byte, msg string) (bool, error) {
 // names detects duplicate member names in one object.
 type names struct {
 	known  uint32          // bits of the object's known names read so far
-	others map[string]bool // other names read so far
+	few    [8][]byte       // the first other names, compared one by one
+	nFew   int             // names in few
+	others map[string]bool // other names after those
 }
 
 // add records a name: bit is its bit among the object's known names, or 0.
@@ -126,6 +128,18 @@ func (n *names) add(p *parser, bit uint32, at int, name []byte) error {
 			return p.duplicateName(at, name)
 		}
 		n.known |= bit
+		return nil
+	}
+	// Most objects are small: a map for each would be most of the cost of
+	// skipping them.
+	for _, other := range n.few[:n.nFew] {
+		if string(other) == string(name) {
+			return p.duplicateName(at, name)
+		}
+	}
+	if n.nFew < len(n.few) {
+		n.few[n.nFew] = name
+		n.nFew++
 		return nil
 	}
 	if n.others[string(name)] {
@@ -175,8 +189,8 @@ func (p *parser) skip() error {
 		_, err := p.readString()
 		return err
 	case c == '-' || isDigit(c):
-		_, err := p.readNumber()
-		return err
+		var n number
+		return p.readNumber(&n)
 	case c == 't':
 		return p.literal("true")
 	case c == 'f':
@@ -210,15 +224,14 @@ func (p *parser) readString() ([]byte, error) {
 	for ; i+8 <= len(d); i += 8 {
 		if m := stops(binary.LittleEndian.Uint64(d[i:])); m != 0 {
 			i += bits.TrailingZeros64(m) / 8
-			return p.endString(start, i)
+			if d[i] == '"' {
+				p.pos = i + 1
+				return d[start:i], nil
+			}
+			return p.readStringSlow(start, i)
 		}
 	}
-	for ; i < len(d); i++ {
-		if c := d[i]; c == '"' || c == '\\' || c < 0x20 || c >= utf8.RuneSelf {
-			return p.endString(start, i)
-		}
-	}
-	return nil, p.syntaxErrorAt(len(d), "unterminated string")
+	return p.readStringSlow(start, i)
 }
 
 // stops marks with its high bit each byte of w (8 bytes, little-endian) that
@@ -235,16 +248,8 @@ func stops(w uint64) uint64 {
 	return (zeroQuote | zeroBackslash | control | w) & highs
 }
 
-// endString finishes the string that starts at start, at d[i], the first
-// byte that is not plain ASCII.
-func (p *parser) endString(start, i int) ([]byte, error) {
-	if p.data[i] == '"' {
-		p.pos = i + 1
-		return p.data[start:i], nil
-	}
-	return p.readStringSlow(start, i)
-}
-
+// readStringSlow reads the rest of the string that starts at start from
+// d[i] on, one byte at a time: escapes, non-ASCII and the last bytes of the body.
 func (p *parser) readStringSlow(start, i int) ([]byte, error) {
 	d := p.data
 	var out []byte // nil while the value is still d[start:i]
