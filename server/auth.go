@@ -53,36 +53,55 @@ func (s *Server) clientByKey(r *http.Request) (ledger.Client, error) {
 }
 
 // session authenticates r by session token, valid for the session's window.
-func (s *Server) session(r *http.Request) (ledger.Session, error) {
+// cached reports that the session came from the cache, not the ledger: it
+// may have ended since.
+func (s *Server) session(r *http.Request) (sess ledger.Session, cached bool, err error) {
 	token, err := bearer(r)
 	if err != nil {
-		return ledger.Session{}, err
+		return ledger.Session{}, false, err
 	}
 	invalid := unauthorized("the session token is not valid; open a session with your API key", true)
 	// The HMAC first: a forged token costs no query.
 	id, keyID, ok := s.tokens.Authenticate(token)
 	if !ok {
-		return ledger.Session{}, invalid
+		return ledger.Session{}, false, invalid
 	}
-	sess, err := s.ledger.Session(r.Context(), id, s.now())
-	if errors.Is(err, ledger.ErrSessionEnded) {
-		return ledger.Session{}, unauthorized("the session was ended because the API key that opened it was revoked; open a new session with your current API key", true)
-	}
-	if errors.Is(err, ledger.ErrNotFound) {
-		return ledger.Session{}, invalid
-	}
-	if err != nil {
-		return ledger.Session{}, err
+	sess, cached = s.sessions.get(id, s.now())
+	if !cached {
+		if sess, err = s.liveSession(r, id); err != nil {
+			return ledger.Session{}, false, err
+		}
 	}
 	// Signed by a configured key, but not the session's: a retired key
 	// that leaked must not forge tokens of sessions signed after it.
 	if sess.TokenKeyID != keyID {
-		return ledger.Session{}, invalid
+		return ledger.Session{}, false, invalid
 	}
 	info := requestInfoFrom(r)
 	info.clientID, info.sessionID = sess.ClientID, sess.ID
 	if !s.now().Before(sess.ExpiresAt) {
-		return ledger.Session{}, unauthorized("the session's 60-minute window has ended; open a new session", true)
+		return ledger.Session{}, false, unauthorized("the session's 60-minute window has ended; open a new session", true)
 	}
+	return sess, cached, nil
+}
+
+// liveSession reads the session from the ledger, caching it when it is
+// live, and refuses one that has ended or does not exist.
+func (s *Server) liveSession(r *http.Request, id string) (ledger.Session, error) {
+	sess, err := s.ledger.Session(r.Context(), id, s.now())
+	switch {
+	case errors.Is(err, ledger.ErrSessionEnded):
+		s.sessions.drop(id)
+		return ledger.Session{}, sessionEnded()
+	case errors.Is(err, ledger.ErrNotFound):
+		return ledger.Session{}, unauthorized("the session token is not valid; open a session with your API key", true)
+	case err != nil:
+		return ledger.Session{}, err
+	}
+	s.sessions.put(sess, s.now())
 	return sess, nil
+}
+
+func sessionEnded() *apiError {
+	return unauthorized("the session was ended because the API key that opened it was revoked; open a new session with your current API key", true)
 }

@@ -1,14 +1,13 @@
 package server
 
 import (
-	"bytes"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -144,10 +143,25 @@ func (s *Server) openSession(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) postMetrics(w http.ResponseWriter, r *http.Request) error {
-	sess, err := s.session(r)
+	sess, cached, err := s.session(r)
 	if err != nil {
 		return err
 	}
+	err = s.recordMetrics(w, r, sess)
+	var refusal *apiError
+	if cached && errors.As(err, &refusal) && refusal.status != http.StatusUnauthorized {
+		// Checks run in order, 401 first (DESIGN.md §3): a session that
+		// ended since it was cached must get its 401, not this refusal.
+		if _, err := s.liveSession(r, sess.ID); err != nil {
+			return err
+		}
+	}
+	return err
+}
+
+// recordMetrics is POST /metrics after the session: the request checks, the
+// engine and the record.
+func (s *Server) recordMetrics(w http.ResponseWriter, r *http.Request, sess ledger.Session) error {
 	if err := noQuery(r); err != nil {
 		return err
 	}
@@ -158,7 +172,9 @@ func (s *Server) postMetrics(w http.ResponseWriter, r *http.Request) error {
 	if err := jsonContent(r); err != nil {
 		return err
 	}
-	body, err := readBody(w, r)
+	buf := s.bodies.Get().(*[]byte)
+	defer s.bodies.Put(buf) // nothing of the body outlives this call
+	body, err := readBody(w, r, *buf)
 	if err != nil {
 		return err
 	}
@@ -175,11 +191,13 @@ func (s *Server) postMetrics(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var digest [32]byte
-	hex.Decode(digest[:], []byte(m.Integrity.CanonicalSHA256))
-
-	held, stored, err := s.ledger.SaveMetrics(r.Context(), sess.ClientID, key,
+	digest := req.Digest()
+	held, stored, err := s.ledger.SaveMetrics(r.Context(), sess, key,
 		ledger.MetricsRecord{RequestSHA256: digest, Metrics: result}, s.now())
+	if errors.Is(err, ledger.ErrSessionEnded) {
+		s.sessions.drop(sess.ID)
+		return sessionEnded()
+	}
 	if err != nil {
 		return err
 	}
@@ -191,12 +209,13 @@ func (s *Server) postMetrics(w http.ResponseWriter, r *http.Request) error {
 		s.telemetry.replays.WithLabelValues("metrics").Inc()
 	}
 	// The stored result is replayed byte for byte.
-	var out bytes.Buffer
-	out.Grow(len(held.Metrics) + 48)
-	out.WriteString(`{"metrics":`)
-	out.Write(held.Metrics)
-	fmt.Fprintf(&out, `,"idempotent_replay":%t}`, !stored)
-	writeJSON(w, http.StatusOK, out.Bytes())
+	out := make([]byte, 0, len(held.Metrics)+48)
+	out = append(out, `{"metrics":`...)
+	out = append(out, held.Metrics...)
+	out = append(out, `,"idempotent_replay":`...)
+	out = strconv.AppendBool(out, !stored)
+	out = append(out, '}')
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -287,7 +306,10 @@ func jsonContent(r *http.Request) error {
 }
 
 // readBody reads the body, never more than the limit plus one byte.
-func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+// readBody reads the body into buf, which holds metrics.MaxBodyBytes+1
+// bytes: one more than a body may have, to tell a body at the limit from one
+// beyond it. The body is a slice of buf.
+func readBody(w http.ResponseWriter, r *http.Request, buf []byte) ([]byte, error) {
 	tooLarge := func() error {
 		w.Header().Set("Connection", "close") // the rest of the body is not read
 		return newError(http.StatusRequestEntityTooLarge, codePayloadTooLarge,
@@ -296,19 +318,22 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	if r.ContentLength > metrics.MaxBodyBytes {
 		return nil, tooLarge()
 	}
-	size := metrics.MaxBodyBytes + 1
-	if r.ContentLength >= 0 {
-		size = int(r.ContentLength) + 1
+	buf = buf[:metrics.MaxBodyBytes+1]
+	n := 0
+	for n < len(buf) {
+		m, err := r.Body.Read(buf[n:])
+		n += m
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			// Not err's text: a network error names both ends' addresses.
+			return nil, newError(http.StatusBadRequest, metrics.CodeMalformedJSON,
+				"the request body ended before its Content-Length or could not be read in time; send the whole body again, at a steady pace")
+		}
 	}
-	buf := bytes.NewBuffer(make([]byte, 0, size))
-	_, err := buf.ReadFrom(io.LimitReader(r.Body, metrics.MaxBodyBytes+1))
-	if err != nil {
-		// Not err's text: a network error names both ends' addresses.
-		return nil, newError(http.StatusBadRequest, metrics.CodeMalformedJSON,
-			"the request body ended before its Content-Length or could not be read in time; send the whole body again, at a steady pace")
-	}
-	if buf.Len() > metrics.MaxBodyBytes {
+	if n > metrics.MaxBodyBytes {
 		return nil, tooLarge()
 	}
-	return buf.Bytes(), nil
+	return buf[:n], nil
 }

@@ -38,9 +38,29 @@ func TestRevocationEndsSessions(t *testing.T) {
 	}
 
 	newKey, _ := setKey()
-	r := a.postMetrics(old.Session.Token, idem("m-old-2"), exampleBody)
-	if r.status != http.StatusUnauthorized || r.errorCode(t) != "unauthorized" || !strings.Contains(string(r.body), "revoked") {
-		t.Errorf("the old key's session after the rotation: %d %s, want 401 saying the key was revoked", r.status, r.body)
+	// The API has this session cached: whatever else is wrong with a
+	// request, the revocation comes first (401 before any other refusal),
+	// and a replay of what the session recorded is refused too.
+	for _, tt := range []struct {
+		name string
+		req  request
+	}{
+		// Refusals first: the write's own check forgets the session.
+		{"malformed JSON", request{idemKey: idem("m-old-3"), body: []byte(`{`)}},
+		{"a schema error", request{idemKey: idem("m-old-4"), body: []byte(`{"run_id":"r","cases":[]}`)}},
+		{"no Idempotency-Key", request{body: exampleBody}},
+		{"a query string", request{path: "/api/svc/v1/metrics?x=1", idemKey: idem("m-old-5"), body: exampleBody}},
+		{"a replay", request{idemKey: idem("m-old-1"), body: exampleBody}},
+		{"a new request", request{idemKey: idem("m-old-2"), body: exampleBody}},
+	} {
+		tt.req.method, tt.req.bearer = "POST", old.Session.Token
+		if tt.req.path == "" {
+			tt.req.path = "/api/svc/v1/metrics"
+		}
+		r := a.do(tt.req)
+		if r.status != http.StatusUnauthorized || r.errorCode(t) != "unauthorized" || !strings.Contains(string(r.body), "revoked") {
+			t.Errorf("%s in the old key's session after the rotation: %d %s, want 401 saying the key was revoked", tt.name, r.status, r.body)
+		}
 	}
 	current := a.mustOpenSession(newKey, idem("new"))
 	if r := a.postMetrics(current.Session.Token, idem("m-new-1"), exampleBody); r.status != http.StatusOK {

@@ -10,6 +10,7 @@ import (
 	"log"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/gorilla/mux"
@@ -61,7 +62,9 @@ type Server struct {
 	telemetry *telemetry
 	schema    []byte // the schema document, built once
 	handler   http.Handler
-	traced    bool // Config.TracerProvider was set
+	traced    bool          // Config.TracerProvider was set
+	sessions  *sessionCache // sessions read from the ledger
+	bodies    sync.Pool     // of *[]byte holding metrics.MaxBodyBytes+1, for request bodies
 }
 
 // New builds the server; it fails only on a bad Config.
@@ -91,6 +94,11 @@ func New(cfg Config) (*Server, error) {
 		log:       cfg.Logger,
 		telemetry: t,
 		schema:    schema,
+		sessions:  newSessionCache(),
+	}
+	s.bodies.New = func() any {
+		b := make([]byte, metrics.MaxBodyBytes+1)
+		return &b
 	}
 	s.handler = s.routes()
 	if cfg.TracerProvider != nil {

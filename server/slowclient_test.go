@@ -37,7 +37,7 @@ func TestSlowClients(t *testing.T) {
 	t.Cleanup(func() { hs.Close() })
 	addr := l.Addr().String()
 	a := &api{t: t, url: "http://" + addr, client: &http.Client{Timeout: 20 * time.Second}}
-	key := e.grant("acme", 5, nil)
+	key := e.grant("acme", 30, nil)
 	s := a.mustOpenSession(key, idem("s"))
 
 	const trickling, stalling = 25, 25
@@ -85,12 +85,18 @@ func TestSlowClients(t *testing.T) {
 			}
 		})
 	}
+	// A session each, so that each stalled request reads its session from
+	// the ledger (the API caches sessions it has read).
+	tokens := make([]string, stalling)
+	for i := range tokens {
+		tokens[i] = a.mustOpenSession(key, idem(fmt.Sprintf("stall-session-%02d", i))).Session.Token
+	}
 	before := queries.ended.Load()
 	for i := range stalling {
 		c := dial("stalled body")
 		fmt.Fprintf(c.conn, "POST /api/svc/v1/metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"+
 			"Idempotency-Key: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
-			s.Session.Token, idem(fmt.Sprintf("stall-%02d", i)), len(exampleBody), exampleBody[:10])
+			tokens[i], idem(fmt.Sprintf("stall-%02d", i)), len(exampleBody), exampleBody[:10])
 		wg.Go(func() { read(c) })
 	}
 	// Each stalled request looked its session up and now waits for its body.

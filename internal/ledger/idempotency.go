@@ -15,12 +15,17 @@ type MetricsRecord struct {
 	Metrics       []byte            // the metrics object as first answered
 }
 
-// SaveMetrics records rec under the client's idempotencyKey unless a record
-// is there already. It returns the record that holds (rec, or the earlier
-// one) and whether rec was stored. Two concurrent calls with one key store
-// exactly one record; the caller compares digests to tell a replay (same
-// request) from a conflict (409).
-func (s *Store) SaveMetrics(ctx context.Context, clientID, idempotencyKey string, rec MetricsRecord, now time.Time) (MetricsRecord, bool, error) {
+// SaveMetrics records rec under the session's client and idempotencyKey
+// unless a record is there already. It returns the record that holds (rec,
+// or the earlier one) and whether rec was stored. Two concurrent calls with
+// one key store exactly one record; the caller compares digests to tell a
+// replay (same request) from a conflict (409).
+//
+// The session must still be live: ErrSessionEnded when it has ended (its
+// key revoked), read by the statement that writes, so that a caller that
+// authenticated the session earlier (or from a cache) cannot miss a
+// revocation that committed since.
+func (s *Store) SaveMetrics(ctx context.Context, sess Session, idempotencyKey string, rec MetricsRecord, now time.Time) (MetricsRecord, bool, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	// DO NOTHING, then a read of the holder: a replay writes no tuple (a
@@ -29,15 +34,26 @@ func (s *Store) SaveMetrics(ctx context.Context, clientID, idempotencyKey string
 	// between the two can hide it: the key is free again, and the next
 	// attempt stores rec.
 	for attempt := 0; ; attempt++ {
-		tag, err := s.pool.Exec(ctx, `
-			INSERT INTO metrics_requests (client_id, idempotency_key, request_sha256, metrics, created_at)
-			VALUES ($1, $2, $3, $4, $5)
-			ON CONFLICT (client_id, idempotency_key) DO NOTHING`,
-			clientID, idempotencyKey, rec.RequestSHA256[:], rec.Metrics, now)
-		if err != nil {
+		var live, stored bool
+		err := s.pool.QueryRow(ctx, `
+			WITH live AS (
+				SELECT FROM sessions s LEFT JOIN api_keys k USING (key_sha256)
+				WHERE s.id = $6 AND s.client_id = $1 AND s.ended_at IS NULL
+				  AND (k.revoked_at IS NULL OR coalesce(k.usable_until, '-infinity') > $5)
+			), saved AS (
+				INSERT INTO metrics_requests (client_id, idempotency_key, request_sha256, metrics, created_at)
+				SELECT $1, $2, $3, $4, $5 FROM live
+				ON CONFLICT (client_id, idempotency_key) DO NOTHING
+				RETURNING true
+			)
+			SELECT EXISTS (SELECT FROM live), EXISTS (SELECT FROM saved)`,
+			sess.ClientID, idempotencyKey, rec.RequestSHA256[:], rec.Metrics, now, sess.ID).Scan(&live, &stored)
+		switch {
+		case err != nil:
 			return MetricsRecord{}, false, err
-		}
-		if tag.RowsAffected() == 1 {
+		case !live:
+			return MetricsRecord{}, false, ErrSessionEnded
+		case stored:
 			return rec, true, nil
 		}
 		var (
@@ -47,7 +63,7 @@ func (s *Store) SaveMetrics(ctx context.Context, clientID, idempotencyKey string
 		err = s.pool.QueryRow(ctx, `
 			SELECT request_sha256, metrics FROM metrics_requests
 			WHERE client_id = $1 AND idempotency_key = $2`,
-			clientID, idempotencyKey).Scan(&digest, &held.Metrics)
+			sess.ClientID, idempotencyKey).Scan(&digest, &held.Metrics)
 		if errors.Is(err, pgx.ErrNoRows) && attempt < 2 {
 			continue
 		}

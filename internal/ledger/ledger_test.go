@@ -141,28 +141,29 @@ func TestMetricsRecords(t *testing.T) {
 	if _, err := s.UpsertClient(ctx, ledger.Grant{ClientID: "acme", AllocatedHours: 1, Source: "test"}, t0); err != nil {
 		t.Fatal(err)
 	}
+	sess := openSession(t, s, "acme", "sess_000000000000000000000001", t0)
 	rec := ledger.MetricsRecord{RequestSHA256: sha256.Sum256([]byte("a")), Metrics: []byte(`{"a":1}`)}
-	held, stored, err := s.SaveMetrics(ctx, "acme", "key-0000000000001", rec, t0)
+	held, stored, err := s.SaveMetrics(ctx, sess, "key-0000000000001", rec, t0)
 	if err != nil || !stored || string(held.Metrics) != `{"a":1}` {
 		t.Fatalf("first save: %v %v %s", err, stored, held.Metrics)
 	}
 	other := ledger.MetricsRecord{RequestSHA256: sha256.Sum256([]byte("b")), Metrics: []byte(`{"b":2}`)}
-	held, stored, err = s.SaveMetrics(ctx, "acme", "key-0000000000001", other, t0.Add(time.Hour))
+	held, stored, err = s.SaveMetrics(ctx, sess, "key-0000000000001", other, t0.Add(time.Hour))
 	if err != nil || stored || held.RequestSHA256 != rec.RequestSHA256 || string(held.Metrics) != `{"a":1}` {
 		t.Errorf("second save under the key: stored %v, held %s, %v; want the first record", stored, held.Metrics, err)
 	}
 	// Records older than the cutoff go; newer ones stay.
-	if _, stored, _ := s.SaveMetrics(ctx, "acme", "key-0000000000002", rec, t0.Add(23*time.Hour)); !stored {
+	if _, stored, _ := s.SaveMetrics(ctx, sess, "key-0000000000002", rec, t0.Add(23*time.Hour)); !stored {
 		t.Fatal("second key not stored")
 	}
 	n, busy, err := s.PruneMetrics(ctx, t0.Add(time.Minute), 1)
 	if err != nil || n != 1 || busy {
 		t.Errorf("pruned %d, %v; want 1", n, err)
 	}
-	if _, stored, _ := s.SaveMetrics(ctx, "acme", "key-0000000000001", other, t0.Add(25*time.Hour)); !stored {
+	if _, stored, _ := s.SaveMetrics(ctx, sess, "key-0000000000001", other, t0.Add(25*time.Hour)); !stored {
 		t.Error("a pruned key is free again")
 	}
-	if _, stored, _ := s.SaveMetrics(ctx, "acme", "key-0000000000002", other, t0.Add(25*time.Hour)); stored {
+	if _, stored, _ := s.SaveMetrics(ctx, sess, "key-0000000000002", other, t0.Add(25*time.Hour)); stored {
 		t.Error("a record younger than the cutoff was pruned")
 	}
 }
@@ -342,7 +343,7 @@ func TestReplaysWaitForStandbys(t *testing.T) {
 			return err
 		}},
 		{name: "a metrics record", count: `SELECT count(*) FROM metrics_requests`, call: func() error {
-			_, _, err := s.SaveMetrics(ctx, "acme", "idempotency-key-0002", rec, t0)
+			_, _, err := s.SaveMetrics(ctx, sess, "idempotency-key-0002", rec, t0)
 			return err
 		}},
 	}
