@@ -95,8 +95,8 @@ bench: $(LOCALBIN) ## Benchmark the engine beside JSON validators (encoding/json
 		$(LOCALBIN)/bench-engine.txt
 
 .PHONY: bench-api
-bench-api: ## Load the API on loopback (real server and PostgreSQL) beside a bare net/http baseline; print throughput, p50/p99, session opens/s.
-	$(GO) run ./hack/loadtest -duration 10s -concurrency 32
+bench-api: ## Load the API on loopback (real server and durable PostgreSQL) beside a json.Valid reference handler; print throughput, p50/p99, CPU per request (API and PostgreSQL), session opens/s, and throughput at 1, 2 and 4 API processes where the machine has the cores.
+	$(GO) run ./hack/loadtest -duration 10s -concurrency 32 -replicas 1,2,4
 
 ##@ Build
 
