@@ -31,9 +31,10 @@ const (
 	ruleCurrencyIf = "is required when any case reports cost"
 )
 
-// minCaseBytes is the size of the smallest valid case, to size per-case
-// storage from the body once.
-const minCaseBytes = len(`{"case_id":"a","status":"pass","latency_ms":0}`)
+// typicalCaseBytes sizes per-case storage from the body: cases are rarely
+// smaller, and storage grows past it when they are. Sizing for the smallest
+// possible case allocated several times what bodies of real cases need.
+const typicalCaseBytes = 128
 
 // Parse reads and validates a metrics request. A body that is not I-JSON
 // (RFC 7493: malformed, invalid UTF-8, duplicate names, trailing data) fails
@@ -79,7 +80,7 @@ type parser struct {
 
 func newParser(body []byte, h hash.Hash) *parser {
 	p := &parser{data: body, req: &Request{}, hash: h}
-	capacity := hashChunk + hashChunk/2 // a chunk and the largest case
+	capacity := min(hashChunk+hashChunk/2, len(body)+64) // a chunk and the largest case
 	if h == nil {
 		capacity = len(body)
 	}
@@ -283,7 +284,7 @@ func (p *parser) cases() error {
 	if p.peek() != '[' {
 		return p.wrongType(top("cases"), ruleCases)
 	}
-	p.req.tally.init(min(MaxCases, len(p.data)/minCaseBytes+1))
+	p.req.tally.init(min(MaxCases, len(p.data)/typicalCaseBytes+8))
 	p.ids = newByteSet(cap(p.req.tally.latencies))
 	p.canon = append(p.canon, `{"cases":[`...)
 	n := 0
