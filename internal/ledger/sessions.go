@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/evalmeter/evalmeter/internal/credential"
 )
@@ -31,14 +32,17 @@ var ErrSessionEnded = fmt.Errorf("%w: the session was ended because its API key 
 var ErrKeyUnusable = fmt.Errorf("%w: the API key was revoked", ErrNotFound)
 
 // OpenSession opens s for its client under idempotencyKey, consuming one
-// credit, in one transaction. When the client already opened a session
-// under that key, it returns that session with replay true and consumes
-// nothing. With no credit left it returns ErrNoCredit and changes nothing.
+// credit, in one statement. When the client already opened a session under
+// that key, it returns that session with replay true and consumes nothing.
+// With no credit left it returns ErrNoCredit and changes nothing.
 //
 // Concurrent calls never open more sessions than credits: the credit is
 // taken by a conditional UPDATE of the client's row, which PostgreSQL
-// serializes; a concurrent call with the same key waits on the unique
-// index and then replays.
+// serializes. The row stays locked until the commit is durable, so opens of
+// one client follow one another: one statement, not a transaction of five,
+// keeps that lock for one commit only. A concurrent call with the same key
+// fails on the unique index once the first commits, which undoes its
+// credit, and then replays.
 func (s *Store) OpenSession(ctx context.Context, idempotencyKey string, sess Session, source string) (opened Session, replay bool, err error) {
 	var key []byte // NULL: opened by no key (tests, tools)
 	if sess.Key != (credential.KeyHash{}) {
@@ -46,51 +50,54 @@ func (s *Store) OpenSession(ctx context.Context, idempotencyKey string, sess Ses
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		// Only while the key is usable: one revoked since the caller checked
-		// it opens nothing and costs nothing. FOR SHARE orders this with a
-		// concurrent revocation: either it waits and sees the key revoked, or
-		// the revocation waits and ends this session with the key's others.
-		tag, err := tx.Exec(ctx, `
-			INSERT INTO sessions (id, client_id, idempotency_key, issued_at, expires_at, token_key_id, key_sha256)
-			SELECT $1, $2, $3, $4, $5, $6, $7::bytea
-			WHERE $7::bytea IS NULL OR EXISTS (
-				SELECT FROM api_keys WHERE key_sha256 = $7 AND (revoked_at IS NULL OR usable_until > $4) FOR SHARE)
-			ON CONFLICT (client_id, idempotency_key) DO NOTHING`,
-			sess.ID, sess.ClientID, idempotencyKey, sess.IssuedAt, sess.ExpiresAt, sess.TokenKeyID, key)
-		if err != nil {
-			return err
-		}
-		if tag.RowsAffected() == 0 {
-			replay = true
-			opened, err = scanSession(tx.QueryRow(ctx, sessionColumns+`
-				FROM sessions s WHERE client_id = $1 AND idempotency_key = $2`, sess.ClientID, idempotencyKey))
-			if errors.Is(err, pgx.ErrNoRows) {
-				return ErrKeyUnusable
-			}
-			return err
-		}
-		tag, err = tx.Exec(ctx, `
+	// Only while the key is usable: one revoked since the caller checked
+	// it opens nothing and costs nothing. FOR SHARE orders this with a
+	// concurrent revocation: either it waits and sees the key revoked, or
+	// the revocation waits and ends this session with the key's others.
+	var charged, usable bool
+	err = s.pool.QueryRow(ctx, `
+		WITH usable AS (
+			SELECT FROM api_keys WHERE key_sha256 = $7 AND (revoked_at IS NULL OR usable_until > $4) FOR SHARE
+		), charge AS (
 			UPDATE clients SET consumed_hours = consumed_hours + 1
-			WHERE client_id = $1 AND consumed_hours < allocated_hours`, sess.ClientID)
-		if err != nil {
-			return err
-		}
-		if tag.RowsAffected() == 0 {
-			return ErrNoCredit // rolls the session back
-		}
-		opened = sess
-		_, err = tx.Exec(ctx, `
+			WHERE client_id = $2 AND consumed_hours < allocated_hours
+			  AND ($7::bytea IS NULL OR EXISTS (SELECT FROM usable))
+			  AND NOT EXISTS (SELECT FROM sessions WHERE client_id = $2 AND idempotency_key = $3)
+			RETURNING client_id
+		), opened AS (
+			INSERT INTO sessions (id, client_id, idempotency_key, issued_at, expires_at, token_key_id, key_sha256)
+			SELECT $1, client_id, $3, $4, $5, $6, $7 FROM charge
+		), event AS (
 			INSERT INTO credit_events (client_id, at, kind, consumed_delta, session_id, source)
-			VALUES ($1, $2, 'session', 1, $3, $4)`, sess.ClientID, sess.IssuedAt, sess.ID, source)
-		return err
-	})
+			SELECT client_id, $4, 'session', 1, $1, $8 FROM charge
+		)
+		SELECT EXISTS (SELECT FROM charge), $7::bytea IS NULL OR EXISTS (SELECT FROM usable)`,
+		sess.ID, sess.ClientID, idempotencyKey, sess.IssuedAt, sess.ExpiresAt, sess.TokenKeyID, key, source).Scan(&charged, &usable)
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "sessions_client_id_idempotency_key_key":
+		err = nil // unique_violation: opened under this key by a concurrent call; replay it
+	case err != nil:
+		return Session{}, false, err
+	case charged:
+		return sess, false, nil
+	}
+	opened, err = scanSession(s.pool.QueryRow(ctx, sessionColumns+`
+		FROM sessions s WHERE client_id = $1 AND idempotency_key = $2`, sess.ClientID, idempotencyKey))
+	switch {
+	case err == nil:
+		replay = true
+	case !errors.Is(err, pgx.ErrNoRows):
+		return Session{}, false, err
+	case !usable:
+		return Session{}, false, ErrKeyUnusable
+	default:
+		err = ErrNoCredit
+	}
 	// A replay answers with another request's session, a refusal from the
 	// credits others spent: neither may answer before the standbys have them.
-	if err == nil && replay || errors.Is(err, ErrNoCredit) {
-		if werr := s.awaitStandbys(ctx); werr != nil {
-			return Session{}, false, werr
-		}
+	if werr := s.awaitStandbys(ctx); werr != nil {
+		return Session{}, false, werr
 	}
 	if err != nil {
 		return Session{}, false, err
