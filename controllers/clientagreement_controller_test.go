@@ -268,6 +268,9 @@ func TestRotationCutsGracePeriod(t *testing.T) {
 	if err := k8sClient.Update(ctx, ca); err != nil {
 		t.Fatal(err)
 	}
+	// Rotated only once the controller has seen the change: a rotation it
+	// reconciles under the old spec rightly gets the old grace period.
+	phase(t, ns, "cut", evalmeterv1alpha1.PhaseActive)
 	third, _ := rotate()
 	if keys := get(t, ns, "cut").Status.PreviousAPIKeys; len(keys) != 0 {
 		t.Errorf("previousAPIKeys %+v after a rotation without grace, want none", keys)

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -79,6 +80,13 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		timeout = DefaultTimeout
 	}
 	cfg.ConnConfig.ConnectTimeout = timeout
+	// A wait for a lock ends before the caller's bound: PostgreSQL then
+	// aborts the statement itself. A statement alone (OpenSession) would
+	// otherwise commit once the lock came, after its caller had answered
+	// 503. DATABASE_URL may set its own.
+	if _, set := cfg.ConnConfig.RuntimeParams["lock_timeout"]; !set {
+		cfg.ConnConfig.RuntimeParams["lock_timeout"] = strconv.FormatInt((timeout * 3 / 4).Milliseconds(), 10)
+	}
 	if opts.MaxConns > 0 {
 		cfg.MaxConns = opts.MaxConns
 		cfg.MinConns = min(cfg.MinConns, opts.MaxConns)

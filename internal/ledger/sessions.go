@@ -39,10 +39,15 @@ var ErrKeyUnusable = fmt.Errorf("%w: the API key was revoked", ErrNotFound)
 // Concurrent calls never open more sessions than credits: the credit is
 // taken by a conditional UPDATE of the client's row, which PostgreSQL
 // serializes. The row stays locked until the commit is durable, so opens of
-// one client follow one another: one statement, not a transaction of five,
-// keeps that lock for one commit only. A concurrent call with the same key
-// fails on the unique index once the first commits, which undoes its
-// credit, and then replays.
+// one client follow one another: one statement, not a transaction of five
+// round trips, keeps the lock for the least time. A concurrent call with
+// the same key fails on the unique index once the first commits, which
+// undoes its credit, and then replays.
+//
+// A statement commits by itself once it ends, even after its caller has
+// given up. The connections' lock_timeout (Open) ends a wait for the row
+// before the caller's bound does, so that a call refused for its bound
+// while it waited leaves no trace.
 func (s *Store) OpenSession(ctx context.Context, idempotencyKey string, sess Session, source string) (opened Session, replay bool, err error) {
 	var key []byte // NULL: opened by no key (tests, tools)
 	if sess.Key != (credential.KeyHash{}) {
