@@ -2,6 +2,7 @@ package convert
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -226,27 +227,28 @@ func (n *nonFiniteReader) Read(p []byte) (int, error) {
 			return c, nil
 		}
 	}
-	p[0] = buf[0]
-	n.r.Discard(1)
+	// Not buf[0]: a Peek above that filled the buffer may have moved it.
+	c, err := n.r.ReadByte()
+	if err != nil {
+		return 0, err
+	}
+	p[0] = c
 	return 1, nil
 }
 
 // scan tracks strings through buf and returns where a constant may start
 // outside a string, or len(buf).
+//
+// Inside a string it jumps from one quote or backslash to the next with
+// bytes.IndexByte: strings (messages, events) are most of a log's bytes,
+// and a byte-by-byte scan of them was half of convert's time.
 func (n *nonFiniteReader) scan(buf []byte) int {
-	for i, b := range buf {
+	for i := 0; i < len(buf); {
 		if n.inString {
-			switch {
-			case n.escaped:
-				n.escaped = false
-			case b == '\\':
-				n.escaped = true
-			case b == '"':
-				n.inString = false
-			}
+			i = n.skipString(buf, i)
 			continue
 		}
-		switch b {
+		switch buf[i] {
 		case '"':
 			n.inString = true
 		case 'N', 'I':
@@ -256,6 +258,47 @@ func (n *nonFiniteReader) scan(buf []byte) int {
 				return i
 			}
 		}
+		i++
 	}
 	return len(buf)
+}
+
+// skipString advances through the string that buf[i:] is inside of, to just
+// after its closing quote, or to len(buf) when it goes on past buf, keeping
+// n.escaped for a backslash that ends buf.
+func (n *nonFiniteReader) skipString(buf []byte, i int) int {
+	if n.escaped {
+		n.escaped = false
+		i++ // the escaped byte
+	}
+	quote := -1 // the next quote at or after i, -1: none in buf
+	if q := bytes.IndexByte(buf[i:], '"'); q >= 0 {
+		quote = i + q
+	}
+	for {
+		end := len(buf)
+		if quote >= 0 {
+			end = quote
+		}
+		b := bytes.IndexByte(buf[i:end], '\\')
+		if b < 0 {
+			if quote < 0 {
+				return len(buf)
+			}
+			n.inString = false
+			return quote + 1
+		}
+		i += b + 2 // the backslash and the byte it escapes
+		if i > len(buf) {
+			n.escaped = true // the escaped byte comes with the next read
+			return len(buf)
+		}
+		if quote >= 0 && i > quote {
+			// The escape took the quote: find the next one.
+			quote = -1
+			if q := bytes.IndexByte(buf[i:], '"'); q >= 0 {
+				quote = i + q
+			}
+		}
+	}
 }
