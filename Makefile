@@ -98,6 +98,10 @@ bench: $(LOCALBIN) ## Benchmark the engine beside JSON validators (encoding/json
 bench-api: ## Load the API on loopback (real server and durable PostgreSQL) beside a json.Valid reference handler; print throughput, p50/p99, CPU per request (API and PostgreSQL), session opens/s, and throughput at 1, 2 and 4 API processes where the machine has the cores.
 	$(GO) run ./hack/loadtest -duration 10s -concurrency 32 -replicas 1,2,4
 
+.PHONY: bench-convert
+bench-convert: ## Convert a generated 200 MB Inspect AI log (.json, and as an .eval zip) beside Python's json.load of it; print wall times, peak RSS and the ratios.
+	$(GO) run ./hack/convertbench -size 200 -runs 3
+
 ##@ Build
 
 .PHONY: build
