@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -460,92 +459,6 @@ func TestInspectPrivate(t *testing.T) {
 			t.Errorf("%s holds no %s", p, secretMarker)
 		}
 	}
-}
-
-func TestInspectNonFiniteReader(t *testing.T) {
-	tests := []struct{ in, want string }{
-		{`[NaN, Infinity, -Infinity, -1, 2]`, `[null, 1e999   , -1e999   , -1, 2]`},
-		{`{"a": "NaN Infinity -Infinity \"NaN\" \\", "b": NaN}`, `{"a": "NaN Infinity -Infinity \"NaN\" \\", "b": null}`},
-		{`{"a": Nope}`, `{"a": Nope}`},
-		{`-`, `-`},
-		{`["x\\\"NaN\"y", NaN]`, `["x\\\"NaN\"y", null]`},
-		{`["\\", NaN, "\\\\", Infinity]`, `["\\", null, "\\\\", 1e999   ]`},
-		{`["\u0022 NaN", -Infinity]`, `["\u0022 NaN", -1e999   ]`},
-	}
-	for _, tt := range tests {
-		for _, size := range []int{1, 2, 3, 1000} {
-			got, err := io.ReadAll(&inspectChunkedReader{r: newNonFiniteReader(strings.NewReader(tt.in)), n: size})
-			if err != nil || string(got) != tt.want {
-				t.Errorf("read %s by %d: %s, %v; want %s", tt.in, size, got, err, tt.want)
-			}
-		}
-	}
-}
-
-// TestInspectNonFiniteReaderAgrees compares the reader, fed in random
-// chunks, with a byte-by-byte rewrite of random text made of the bytes that
-// matter: quotes, backslashes and the starts of the constants.
-func TestInspectNonFiniteReaderAgrees(t *testing.T) {
-	rng := rand.New(rand.NewPCG(7, 8))
-	pieces := []string{`"`, `\`, `NaN`, `Infinity`, `-Infinity`, `-`, `N`, `I`, `a`, ` `, `\"`, `\\`, `1`}
-	for range 3000 {
-		var in strings.Builder
-		for range rng.IntN(40) {
-			in.WriteString(pieces[rng.IntN(len(pieces))])
-		}
-		want := rewriteNonFinite(in.String())
-		got, err := io.ReadAll(&inspectChunkedReader{r: newNonFiniteReader(strings.NewReader(in.String())), n: 1 + rng.IntN(7)})
-		if err != nil || string(got) != want {
-			t.Fatalf("read %q: %q, %v; want %q", in.String(), got, err, want)
-		}
-	}
-}
-
-// rewriteNonFinite is the reader's rewrite done the plain way.
-func rewriteNonFinite(s string) string {
-	var out strings.Builder
-	inString, escaped := false, false
-	for i := 0; i < len(s); {
-		c := s[i]
-		switch {
-		case inString && escaped:
-			escaped = false
-		case inString && c == '\\':
-			escaped = true
-		case inString:
-			inString = c != '"'
-		case c == '"':
-			inString = true
-		case strings.HasPrefix(s[i:], "NaN"):
-			out.WriteString("null")
-			i += 3
-			continue
-		case strings.HasPrefix(s[i:], "Infinity"):
-			out.WriteString("1e999   ")
-			i += 8
-			continue
-		case strings.HasPrefix(s[i:], "-Infinity"):
-			out.WriteString("-1e999   ")
-			i += 9
-			continue
-		}
-		out.WriteByte(c)
-		i++
-	}
-	return out.String()
-}
-
-// inspectChunkedReader reads at most n bytes at a time.
-type inspectChunkedReader struct {
-	r io.Reader
-	n int
-}
-
-func (c *inspectChunkedReader) Read(p []byte) (int, error) {
-	if len(p) > c.n {
-		p = p[:c.n]
-	}
-	return c.r.Read(p)
 }
 
 func FuzzInspect(f *testing.F) {

@@ -1,105 +1,556 @@
 package convert
 
 import (
-	"bufio"
-	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"math/bits"
+	"strconv"
+	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/evalmeter/evalmeter/internal/swar"
 )
 
-// jsonReader walks a JSON document as a stream. The converters read the few
-// members they need and skip the rest with skip, which checks a value's syntax
-// without unescaping or keeping its strings.
+// jsonReader walks a JSON document as a stream, in a buffer of its own. The
+// converters read the few members they need and skip the rest with skip,
+// which checks a value's syntax without unescaping or keeping its strings:
+// they are most of a log's bytes (messages, events), so skipping them is
+// most of convert's time, and it runs 8 bytes at a time.
 //
 // Values of an unexpected type are skipped and read as absent: tools add and
 // change fields between versions, and a converter reads what it can.
+//
+// The constants NaN, Infinity and -Infinity, which Python writes, are read
+// where a value may stand: NaN as null, the infinities as numbers beyond a
+// double's range. Strings may hold invalid UTF-8 (Python writes lone
+// surrogates as escapes), and names may repeat: the text is skipped anyway.
 type jsonReader struct {
-	d    *jsontext.Decoder
-	name string // the file, for error messages
+	r        io.Reader
+	ahead    *readAhead // r, when it is read ahead
+	buf      []byte     // buf[pos:lim] is read and not yet consumed
+	pos, lim int
+	base     int64 // the input offset of buf[0]
+	rerr     error // what ended the input: io.EOF or a read error
+	stack    []byte
+	name     string // the file, for error messages
 }
 
+const (
+	jsonBufSize = 64 << 10
+	// maxJSONDepth bounds the nesting that skip follows, as encoding/json does.
+	maxJSONDepth = 10000
+	// maxJSONToken bounds a string or number that is read whole, not
+	// skipped: identifiers and enums, never free text.
+	maxJSONToken = 1 << 20
+)
+
 func newJSONReader(r io.Reader, name string) *jsonReader {
-	return &jsonReader{
-		d: jsontext.NewDecoder(newNonFiniteReader(r),
-			// Python writes lone surrogates as escapes; the text is skipped anyway.
-			jsontext.AllowInvalidUTF8(true),
-			// Tracking names costs memory on big objects, and the tools write none twice.
-			jsontext.AllowDuplicateNames(true),
-		),
-		name: name,
+	return &jsonReader{r: r, buf: make([]byte, jsonBufSize), name: name}
+}
+
+// newJSONReaderAhead reads r ahead, in a goroutine, for an r that does work
+// of its own to read (an inflate). Call close when done.
+func newJSONReaderAhead(r io.Reader, name string) *jsonReader {
+	a := newReadAhead(r)
+	j := newJSONReader(a, name)
+	j.ahead = a
+	return j
+}
+
+// close stops reading ahead, if the reader does, so that r may be closed.
+func (j *jsonReader) close() {
+	if j.ahead != nil {
+		j.ahead.close()
 	}
 }
 
-// kind is the kind of the next value: '{', '[', '"', '0', 't', 'f' or 'n'.
-func (j *jsonReader) kind() jsontext.Kind { return j.d.PeekKind() }
+// fill reads more input after buf[lim], keeping buf[pos:lim] (moved to the
+// front of the buffer, so pos becomes 0). It reports whether more came. A
+// value is kept whole only up to maxJSONToken; fill grows the buffer for it.
+func (j *jsonReader) fill() bool {
+	if j.rerr != nil {
+		return false
+	}
+	if j.pos > 0 {
+		j.lim = copy(j.buf, j.buf[j.pos:j.lim])
+		j.base += int64(j.pos)
+		j.pos = 0
+	}
+	if j.lim == len(j.buf) {
+		if len(j.buf) > maxJSONToken {
+			j.rerr = fmt.Errorf("a value at byte %d is over %d bytes long: not an identifier, a number or an enum", j.base, maxJSONToken)
+			return false
+		}
+		j.buf = append(j.buf, make([]byte, len(j.buf))...)
+	}
+	for {
+		n, err := j.r.Read(j.buf[j.lim:])
+		j.lim += n
+		if err != nil {
+			j.rerr = err
+			return n > 0
+		}
+		if n > 0 {
+			return true
+		}
+	}
+}
+
+// ensure makes at least n bytes available at pos, unless the input ends first.
+func (j *jsonReader) ensure(n int) {
+	for j.lim-j.pos < n && j.fill() {
+	}
+}
+
+// peek skips white space and returns the next byte, without consuming it,
+// or 0 at the end of the input (or for a NUL: pos < lim tells them apart).
+func (j *jsonReader) peek() byte {
+	for {
+		for i := j.pos; i < j.lim; i++ {
+			if c := j.buf[i]; c > ' ' || (c != ' ' && c != '\t' && c != '\n' && c != '\r') {
+				j.pos = i
+				return c
+			}
+		}
+		j.pos = j.lim
+		if !j.fill() {
+			return 0
+		}
+	}
+}
+
+// kind is the kind of the next value: '{', '[', '"', '0' (a number), 't',
+// 'f' or 'n', or 0 when no value comes; reading it then reports why.
+func (j *jsonReader) kind() byte {
+	switch c := j.peek(); c {
+	case '{', '[', '"', 't', 'f', 'n':
+		return c
+	case 'N':
+		return 'n'
+	case 'I', '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+		return '0'
+	}
+	return 0
+}
 
 // object calls member for each member of the object that comes next. member
 // must read or skip the value. A value that is not an object is skipped.
 func (j *jsonReader) object(member func(name string) error) error {
-	if j.kind() != jsontext.KindBeginObject {
+	if j.kind() != '{' {
 		return j.skip()
 	}
-	if _, err := j.d.ReadToken(); err != nil {
-		return j.fail(err)
+	j.pos++
+	if j.peek() == '}' {
+		j.pos++
+		return nil
 	}
-	for j.kind() != jsontext.KindEndObject {
-		tok, err := j.d.ReadToken()
-		if err != nil {
-			return j.fail(err)
+	for {
+		if j.peek() != '"' {
+			return j.syntaxError()
 		}
-		if err := member(tok.String()); err != nil {
+		name, err := j.readString()
+		if err != nil {
 			return err
 		}
+		if j.peek() != ':' {
+			return j.syntaxError()
+		}
+		j.pos++
+		if err := member(name); err != nil {
+			return err
+		}
+		switch j.peek() {
+		case ',':
+			j.pos++
+		case '}':
+			j.pos++
+			return nil
+		default:
+			return j.syntaxError()
+		}
 	}
-	if _, err := j.d.ReadToken(); err != nil {
-		return j.fail(err)
-	}
-	return nil
 }
 
 // array calls elem for each element of the array that comes next. elem must
 // read or skip the value. A value that is not an array is skipped.
 func (j *jsonReader) array(elem func(i int) error) error {
-	if j.kind() != jsontext.KindBeginArray {
+	if j.kind() != '[' {
 		return j.skip()
 	}
-	if _, err := j.d.ReadToken(); err != nil {
-		return j.fail(err)
+	j.pos++
+	if j.peek() == ']' {
+		j.pos++
+		return nil
 	}
-	for i := 0; j.kind() != jsontext.KindEndArray; i++ {
+	for i := 0; ; i++ {
 		if err := elem(i); err != nil {
 			return err
 		}
+		switch j.peek() {
+		case ',':
+			j.pos++
+		case ']':
+			j.pos++
+			return nil
+		default:
+			return j.syntaxError()
+		}
 	}
-	if _, err := j.d.ReadToken(); err != nil {
-		return j.fail(err)
-	}
-	return nil
 }
 
-// skip skips the next value.
+// skip skips the next value, checking its syntax. It follows nesting with a
+// stack of its own, not by recursion.
 func (j *jsonReader) skip() error {
-	if err := j.d.SkipValue(); err != nil {
-		return j.fail(err)
+	stack := j.stack[:0]
+	defer func() { j.stack = stack[:0] }()
+	for {
+		// A value.
+		switch c := j.peek(); c {
+		case '{', '[':
+			if len(stack) == maxJSONDepth {
+				return fmt.Errorf("%s: malformed JSON: nested deeper than %d at byte %d", j.name, maxJSONDepth, j.offset())
+			}
+			stack = append(stack, c)
+			j.pos++
+			c = j.peek()
+			if (c == '}' && stack[len(stack)-1] == '{') || (c == ']' && stack[len(stack)-1] == '[') {
+				j.pos++
+				stack = stack[:len(stack)-1]
+				break
+			}
+			if stack[len(stack)-1] == '{' {
+				if err := j.skipName(); err != nil {
+					return err
+				}
+			}
+			continue
+		case '"':
+			if err := j.skipString(); err != nil {
+				return err
+			}
+		default:
+			if err := j.skipScalar(); err != nil {
+				return err
+			}
+		}
+		// After a value: close what it ends, then go on to the next value.
+		for {
+			if len(stack) == 0 {
+				return nil
+			}
+			open := stack[len(stack)-1]
+			c := j.peek()
+			if c == ',' {
+				j.pos++
+				if open == '{' {
+					if err := j.skipName(); err != nil {
+						return err
+					}
+				}
+				break
+			}
+			if (c == '}' && open == '{') || (c == ']' && open == '[') {
+				j.pos++
+				stack = stack[:len(stack)-1]
+				continue
+			}
+			return j.syntaxError()
+		}
 	}
+}
+
+// skipName skips a member's name and the ':' after it.
+func (j *jsonReader) skipName() error {
+	if j.peek() != '"' {
+		return j.syntaxError()
+	}
+	if err := j.skipString(); err != nil {
+		return err
+	}
+	if j.peek() != ':' {
+		return j.syntaxError()
+	}
+	j.pos++
 	return nil
 }
 
-// number reads a number; ok is false when the value is not one.
+// skipScalar skips a number or a literal.
+func (j *jsonReader) skipScalar() error {
+	if _, ok, err := j.literal(); ok || err != nil {
+		return err
+	}
+	_, err := j.numberText()
+	return err
+}
+
+// literal consumes true, false, null, NaN, Infinity or -Infinity, when one
+// comes next, and returns its text.
+func (j *jsonReader) literal() (string, bool, error) {
+	j.ensure(len("-Infinity"))
+	rest := j.buf[j.pos:j.lim]
+	for _, lit := range [...]string{"true", "false", "null", "NaN", "Infinity", "-Infinity"} {
+		if len(rest) >= len(lit) && string(rest[:len(lit)]) == lit {
+			j.pos += len(lit)
+			return lit, true, nil
+		}
+	}
+	if len(rest) == 0 || (rest[0] >= 'a' && rest[0] <= 'z') || (rest[0] >= 'A' && rest[0] <= 'Z') {
+		for _, lit := range [...]string{"true", "false", "null", "NaN", "Infinity"} {
+			if len(rest) < len(lit) && string(rest) == lit[:len(rest)] {
+				j.pos = j.lim // cut short: the input ends
+			}
+		}
+		return "", false, j.syntaxError()
+	}
+	return "", false, nil
+}
+
+// numberText consumes a number and returns its text, a slice of the buffer
+// valid until the next read.
+func (j *jsonReader) numberText() ([]byte, error) {
+	i := 0
+	for {
+		for ; j.pos+i < j.lim; i++ {
+			switch j.buf[j.pos+i] {
+			case '0', '1', '2', '3', '4', '5', '6', '7', '8', '9', '-', '+', '.', 'e', 'E':
+				continue
+			}
+			goto done
+		}
+		if !j.fill() {
+			if errors.Is(j.rerr, io.EOF) {
+				break
+			}
+			return nil, j.syntaxError()
+		}
+	}
+done:
+	text := j.buf[j.pos : j.pos+i]
+	n := jsonNumberLen(text)
+	switch {
+	case n == 0 && j.pos+i == j.lim && jsonNumberLen(append(text[:i:i], '0')) == i+1:
+		j.pos = j.lim // a number cut short: the input ends
+		return nil, j.syntaxError()
+	case n == 0:
+		return nil, j.syntaxError()
+	}
+	// What follows the number, if anything, is for the caller to judge.
+	j.pos += n
+	return text[:n], nil
+}
+
+// jsonNumberLen is the length of the JSON number that b starts with, 0 if none.
+func jsonNumberLen(b []byte) int {
+	i := 0
+	if i < len(b) && b[i] == '-' {
+		i++
+	}
+	digits := func() int {
+		n := 0
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+			n++
+		}
+		return n
+	}
+	switch {
+	case i < len(b) && b[i] == '0':
+		i++
+	case digits() == 0:
+		return 0
+	}
+	if i < len(b) && b[i] == '.' {
+		i++
+		if digits() == 0 {
+			return 0
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if digits() == 0 {
+			return 0
+		}
+	}
+	return i
+}
+
+// skipString consumes the string at pos, streaming: it keeps none of it.
+func (j *jsonReader) skipString() error {
+	i := j.pos + 1 // after the opening quote
+	for {
+		buf, lim := j.buf, j.lim
+		for i < lim {
+			if i+8 <= lim {
+				m := swar.StringStops(binary.LittleEndian.Uint64(buf[i:]))
+				if m == 0 {
+					i += 8
+					continue
+				}
+				i += bits.TrailingZeros64(m) / 8
+			} else if c := buf[i]; c != '"' && c != '\\' && c >= 0x20 {
+				i++
+				continue
+			}
+			switch {
+			case buf[i] == '"':
+				j.pos = i + 1
+				return nil
+			case buf[i] == '\\' && i+1 < lim && isShortEscape(buf[i+1]):
+				i += 2 // the common case, without a call
+				continue
+			case buf[i] == '\\':
+				j.pos = i
+				n, err := j.escapeLen(0)
+				if err != nil {
+					return err
+				}
+				i = j.pos + n
+				buf, lim = j.buf, j.lim // escapeLen may have read more
+				continue
+			}
+			j.pos = i
+			return j.syntaxError() // a control character
+		}
+		j.pos = i
+		if !j.fill() {
+			return j.syntaxError()
+		}
+		i = j.pos
+	}
+}
+
+// isShortEscape reports whether c, after a backslash, makes an escape of two bytes.
+func isShortEscape(c byte) bool {
+	switch c {
+	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+		return true
+	}
+	return false
+}
+
+// skipEscape consumes the escape at pos.
+func (j *jsonReader) skipEscape() error {
+	n, err := j.escapeLen(0)
+	j.pos += n
+	return err
+}
+
+// escapeLen checks the escape at pos+k and returns its length.
+func (j *jsonReader) escapeLen(k int) (int, error) {
+	j.ensure(k + 6)
+	e := j.buf[j.pos+k : j.lim]
+	fail := func(at int) (int, error) {
+		j.pos += k + at
+		return 0, j.syntaxError()
+	}
+	if len(e) < 2 {
+		return fail(len(e))
+	}
+	if isShortEscape(e[1]) {
+		return 2, nil
+	}
+	if e[1] == 'u' {
+		for m := 2; m < 6; m++ {
+			if m == len(e) {
+				return fail(m)
+			}
+			if !isHex(e[m]) {
+				return fail(0)
+			}
+		}
+		return 6, nil
+	}
+	return fail(1)
+}
+
+func isHex(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
+}
+
+// readString consumes the string at pos and returns it unescaped. Invalid
+// UTF-8 comes out as U+FFFD.
+func (j *jsonReader) readString() (string, error) {
+	raw, err := j.rawString()
+	if err != nil {
+		return "", err
+	}
+	for _, c := range raw {
+		if c == '\\' || c >= utf8.RuneSelf {
+			// The syntax is checked: what AppendUnquote reports is invalid UTF-8.
+			out, _ := jsontext.AppendUnquote(nil, raw)
+			return string(out), nil
+		}
+	}
+	return string(raw[1 : len(raw)-1]), nil
+}
+
+// rawString consumes the string at pos and returns it as written, quotes
+// included: a slice of the buffer, valid until the next read.
+func (j *jsonReader) rawString() ([]byte, error) {
+	k := 1 // the next byte to look at is buf[pos+k]: pos moves when the buffer fills
+	for {
+		for j.pos+k < j.lim {
+			switch c := j.buf[j.pos+k]; {
+			case c == '"':
+				raw := j.buf[j.pos : j.pos+k+1]
+				j.pos += k + 1
+				return raw, nil
+			case c == '\\':
+				n, err := j.escapeLen(k)
+				if err != nil {
+					return nil, err
+				}
+				k += n
+			case c < 0x20:
+				j.pos += k
+				return nil, j.syntaxError()
+			default:
+				k++
+			}
+		}
+		if !j.fill() {
+			j.pos = j.lim
+			return nil, j.syntaxError()
+		}
+	}
+}
+
+// float consumes a number: ±Inf for one beyond a double's range and for
+// the infinities.
+func (j *jsonReader) float() (float64, error) {
+	if lit, ok, err := j.literal(); ok || err != nil {
+		switch lit {
+		case "Infinity":
+			return math.Inf(1), nil
+		case "-Infinity":
+			return math.Inf(-1), nil
+		}
+		return 0, j.syntaxError()
+	}
+	text, err := j.numberText()
+	if err != nil {
+		return 0, err
+	}
+	v, _ := strconv.ParseFloat(string(text), 64) // the syntax is checked: only ErrRange, with ±Inf
+	return v, nil
+}
+
+// number reads a number; ok is false when the value is not one, or is
+// beyond a double's range.
 func (j *jsonReader) number() (v float64, ok bool, err error) {
-	if j.kind() != jsontext.KindNumber {
+	if j.kind() != '0' {
 		return 0, false, j.skip()
 	}
-	tok, err := j.d.ReadToken()
-	if err != nil {
-		return 0, false, j.fail(err)
-	}
-	v, err = tok.Float()
-	if err != nil { // out of range of a double: not a usable number
-		return 0, false, nil
+	v, err = j.float()
+	if err != nil || math.IsInf(v, 0) {
+		return 0, false, err
 	}
 	return v, true, nil
 }
@@ -107,27 +558,40 @@ func (j *jsonReader) number() (v float64, ok bool, err error) {
 // str reads a string; ok is false when the value is not one. Call it only
 // for identifiers and enums, never for free text.
 func (j *jsonReader) str() (v string, ok bool, err error) {
-	if j.kind() != jsontext.KindString {
+	if j.kind() != '"' {
 		return "", false, j.skip()
 	}
-	tok, err := j.d.ReadToken()
-	if err != nil {
-		return "", false, j.fail(err)
+	v, err = j.readString()
+	return v, err == nil, err
+}
+
+// stringIs reads a string and reports whether it is lit (written plain),
+// without keeping it: it may be free text. ok is false when the value is
+// not a string.
+func (j *jsonReader) stringIs(lit string) (is, ok bool, err error) {
+	if j.kind() != '"' {
+		return false, false, j.skip()
 	}
-	return tok.String(), true, nil
+	j.ensure(len(lit) + 2)
+	rest := j.buf[j.pos:j.lim]
+	is = len(rest) >= len(lit)+2 && rest[len(lit)+1] == '"' && string(rest[1:len(lit)+1]) == lit
+	return is, true, j.skipString()
 }
 
 // id reads an identifier written as a string or a number (the number's text).
 func (j *jsonReader) id() (v string, ok bool, err error) {
 	switch j.kind() {
-	case jsontext.KindString:
+	case '"':
 		return j.str()
-	case jsontext.KindNumber:
-		val, err := j.d.ReadValue()
-		if err != nil {
-			return "", false, j.fail(err)
+	case '0':
+		if _, lit, err := j.literal(); lit || err != nil {
+			return "", false, err // an infinity
 		}
-		return string(val), true, nil
+		text, err := j.numberText()
+		if err != nil {
+			return "", false, err
+		}
+		return string(text), true, nil
 	}
 	return "", false, j.skip()
 }
@@ -135,19 +599,19 @@ func (j *jsonReader) id() (v string, ok bool, err error) {
 // boolean reads true or false; ok is false when the value is neither.
 func (j *jsonReader) boolean() (v, ok bool, err error) {
 	switch j.kind() {
-	case jsontext.KindTrue, jsontext.KindFalse:
-		tok, err := j.d.ReadToken()
+	case 't', 'f':
+		lit, _, err := j.literal()
 		if err != nil {
-			return false, false, j.fail(err)
+			return false, false, err
 		}
-		return tok.Bool(), true, nil
+		return lit == "true", true, nil
 	}
 	return false, false, j.skip()
 }
 
-// isNull reports whether the next value is null, and consumes it if so.
+// isNull reports whether the next value is null (or NaN), and consumes it if so.
 func (j *jsonReader) isNull() (bool, error) {
-	if j.kind() != jsontext.KindNull {
+	if j.kind() != 'n' {
 		return false, nil
 	}
 	return true, j.skip()
@@ -155,150 +619,26 @@ func (j *jsonReader) isNull() (bool, error) {
 
 // end checks that nothing but white space follows the document.
 func (j *jsonReader) end() error {
-	if _, err := j.d.ReadToken(); err != io.EOF {
-		if err == nil {
-			return fmt.Errorf("%s: malformed JSON: data after the end of the document (at byte %d)", j.name, j.d.InputOffset())
-		}
-		return j.fail(err)
+	if j.peek(); j.pos < j.lim { // not peek() != 0: the data may be a NUL
+		return fmt.Errorf("%s: malformed JSON: data after the end of the document (at byte %d)", j.name, j.offset())
+	}
+	if !errors.Is(j.rerr, io.EOF) {
+		return fmt.Errorf("%s: %w", j.name, j.rerr)
 	}
 	return nil
 }
 
-// fail describes a read error by its place, never by the content around it.
-func (j *jsonReader) fail(err error) error {
-	var se *jsontext.SyntacticError
+// offset is the input offset of pos.
+func (j *jsonReader) offset() int64 { return j.base + int64(j.pos) }
+
+// syntaxError describes the error at pos by its place, never by the content
+// around it: at the end of the input, the file is truncated.
+func (j *jsonReader) syntaxError() error {
 	switch {
-	// jsontext wraps an early end in a SyntacticError: test for it first.
-	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+	case j.rerr != nil && !errors.Is(j.rerr, io.EOF):
+		return fmt.Errorf("%s: %w", j.name, j.rerr) // what kept the rest from being read
+	case j.pos == j.lim && j.rerr != nil:
 		return fmt.Errorf("%s: the JSON ends early: the file is truncated", j.name)
-	case errors.As(err, &se):
-		return fmt.Errorf("%s: malformed JSON at byte %d", j.name, se.ByteOffset)
 	}
-	return fmt.Errorf("%s: %w", j.name, err)
-}
-
-// nonFiniteReader rewrites the constants NaN, Infinity and -Infinity, which
-// Python writes outside strings, into JSON: NaN becomes null and the
-// infinities numbers beyond a double's range. Other bytes pass unchanged.
-type nonFiniteReader struct {
-	r        *bufio.Reader
-	inString bool
-	escaped  bool
-	pending  []byte
-}
-
-func newNonFiniteReader(r io.Reader) *nonFiniteReader {
-	return &nonFiniteReader{r: bufio.NewReaderSize(r, 64<<10)}
-}
-
-var nonFiniteLiterals = []struct{ text, json string }{
-	{"NaN", "null"},
-	{"Infinity", "1e999   "},
-	{"-Infinity", "-1e999   "},
-}
-
-func (n *nonFiniteReader) Read(p []byte) (int, error) {
-	if len(n.pending) > 0 {
-		c := copy(p, n.pending)
-		n.pending = n.pending[c:]
-		return c, nil
-	}
-	if len(p) == 0 {
-		return 0, nil
-	}
-	if _, err := n.r.Peek(1); err != nil {
-		return 0, err
-	}
-	buf, _ := n.r.Peek(n.r.Buffered())
-	if len(buf) > len(p) {
-		buf = buf[:len(p)]
-	}
-	k := n.scan(buf)
-	if k > 0 {
-		copy(p, buf[:k])
-		n.r.Discard(k)
-		return k, nil
-	}
-	for _, lit := range nonFiniteLiterals {
-		if b, _ := n.r.Peek(len(lit.text)); string(b) == lit.text {
-			n.r.Discard(len(lit.text))
-			c := copy(p, lit.json)
-			n.pending = []byte(lit.json[c:])
-			return c, nil
-		}
-	}
-	// Not buf[0]: a Peek above that filled the buffer may have moved it.
-	c, err := n.r.ReadByte()
-	if err != nil {
-		return 0, err
-	}
-	p[0] = c
-	return 1, nil
-}
-
-// scan tracks strings through buf and returns where a constant may start
-// outside a string, or len(buf).
-//
-// Inside a string it jumps from one quote or backslash to the next with
-// bytes.IndexByte: strings (messages, events) are most of a log's bytes,
-// and a byte-by-byte scan of them was half of convert's time.
-func (n *nonFiniteReader) scan(buf []byte) int {
-	for i := 0; i < len(buf); {
-		if n.inString {
-			i = n.skipString(buf, i)
-			continue
-		}
-		switch buf[i] {
-		case '"':
-			n.inString = true
-		case 'N', 'I':
-			return i
-		case '-':
-			if i+1 == len(buf) || buf[i+1] == 'I' {
-				return i
-			}
-		}
-		i++
-	}
-	return len(buf)
-}
-
-// skipString advances through the string that buf[i:] is inside of, to just
-// after its closing quote, or to len(buf) when it goes on past buf, keeping
-// n.escaped for a backslash that ends buf.
-func (n *nonFiniteReader) skipString(buf []byte, i int) int {
-	if n.escaped {
-		n.escaped = false
-		i++ // the escaped byte
-	}
-	quote := -1 // the next quote at or after i, -1: none in buf
-	if q := bytes.IndexByte(buf[i:], '"'); q >= 0 {
-		quote = i + q
-	}
-	for {
-		end := len(buf)
-		if quote >= 0 {
-			end = quote
-		}
-		b := bytes.IndexByte(buf[i:end], '\\')
-		if b < 0 {
-			if quote < 0 {
-				return len(buf)
-			}
-			n.inString = false
-			return quote + 1
-		}
-		i += b + 2 // the backslash and the byte it escapes
-		if i > len(buf) {
-			n.escaped = true // the escaped byte comes with the next read
-			return len(buf)
-		}
-		if quote >= 0 && i > quote {
-			// The escape took the quote: find the next one.
-			quote = -1
-			if q := bytes.IndexByte(buf[i:], '"'); q >= 0 {
-				quote = i + q
-			}
-		}
-	}
+	return fmt.Errorf("%s: malformed JSON at byte %d", j.name, j.offset())
 }

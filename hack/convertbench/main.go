@@ -34,12 +34,19 @@ func main() {
 	size := flag.Int("size", 200, "size of the generated log in MB")
 	bin := flag.String("evalmeter", "", "evalmeter binary (default: built from ./cmd/evalmeter)")
 	runs := flag.Int("runs", 3, "runs of each command; the medians are reported")
+	keep := flag.String("keep", "", "write the logs into this directory and keep them (for profiling)")
 	flag.Parse()
-	dir, err := os.MkdirTemp("", "evalmeter-convertbench-")
-	if err != nil {
+	dir := *keep
+	if dir == "" {
+		d, err := os.MkdirTemp("", "evalmeter-convertbench-")
+		if err != nil {
+			fail(err)
+		}
+		defer os.RemoveAll(d)
+		dir = d
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
 		fail(err)
 	}
-	defer os.RemoveAll(dir)
 	if *bin == "" {
 		*bin = filepath.Join(dir, "evalmeter")
 		if out, err := exec.Command("go", "build", "-o", *bin, "./cmd/evalmeter").CombinedOutput(); err != nil {
@@ -53,7 +60,13 @@ func main() {
 
 	python, _ := exec.LookPath("python3")
 	missed := false
-	fmt.Printf("%-6s %9s   %-26s %-28s %s\n", "log", "size", "evalmeter convert", "python3", "targets")
+	// The binary's own floor: its code and data mapped at start, whatever it does.
+	floor, err := measure(*runs, *bin, "version")
+	if err != nil {
+		fail(err)
+	}
+	fmt.Printf("evalmeter version, for the binary's floor: peak RSS %.0f MiB (anon %.0f)\n", mib(floor.rss), mib(floor.anon))
+	fmt.Printf("%-6s %9s   %-35s %-28s %s\n", "log", "size", "evalmeter convert", "python3", "targets")
 	for _, c := range []struct {
 		name, path, script string
 	}{
@@ -64,11 +77,12 @@ func main() {
 		if err != nil {
 			fail(err)
 		}
-		wall, rss, err := measure(*runs, *bin, "convert", "--from", "inspect", c.path)
+		u, err := measure(*runs, *bin, "convert", "--from", "inspect", c.path)
 		if err != nil {
 			fail(err)
 		}
-		line := fmt.Sprintf("%-6s %6.0f MB   %6.2f s, peak RSS %3.0f MiB   ", c.name, float64(fi.Size())/1e6, wall.Seconds(), float64(rss)/(1<<20))
+		wall, rss := u.wall, u.rss
+		line := fmt.Sprintf("%-6s %6.0f MB   %5.2f s, peak RSS %2.0f MiB (anon %2.0f)   ", c.name, float64(fi.Size())/1e6, wall.Seconds(), mib(rss), mib(u.anon))
 		verdict := func(ok bool) string {
 			if ok {
 				return "met"
@@ -80,10 +94,11 @@ func main() {
 		if python == "" {
 			line += fmt.Sprintf("%-28s ", "not measured: no python3")
 		} else {
-			pyWall, _, err := measure(*runs, python, "-c", c.script, c.path)
+			py, err := measure(*runs, python, "-c", c.script, c.path)
 			if err != nil {
 				fail(err)
 			}
+			pyWall := py.wall
 			speed := pyWall.Seconds() / wall.Seconds()
 			line += fmt.Sprintf("%6.2f s (evalmeter %4.1f ×)   ", pyWall.Seconds(), speed)
 			targets += fmt.Sprintf("; ≥ %g × python3: %s", minSpeed, verdict(speed >= minSpeed))
@@ -95,26 +110,65 @@ func main() {
 	}
 }
 
-// measure runs the command runs times and returns its median wall time and
-// its largest peak RSS.
-func measure(runs int, name string, args ...string) (time.Duration, int64, error) {
+// usage is what a command used: its median wall time, its largest peak RSS
+// and, of that, the largest anonymous part seen (sampled from /proc), which
+// leaves out the binary's own pages mapped from the page cache.
+type usage struct {
+	wall      time.Duration
+	rss, anon int64
+}
+
+// measure runs the command runs times.
+func measure(runs int, name string, args ...string) (usage, error) {
+	var u usage
 	var walls []time.Duration
-	var rss int64
 	for range runs {
 		cmd := exec.Command(name, args...)
 		var stderr strings.Builder
 		cmd.Stderr = &stderr
 		start := time.Now()
-		if err := cmd.Run(); err != nil {
-			return 0, 0, fmt.Errorf("%s %s: %v\n%s", name, strings.Join(args, " "), err, stderr.String())
+		if err := cmd.Start(); err != nil {
+			return usage{}, err
 		}
+		done := make(chan struct{})
+		sampled := make(chan int64)
+		go func() { sampled <- sampleAnon(cmd.Process.Pid, done) }()
+		err := cmd.Wait()
 		walls = append(walls, time.Since(start))
+		close(done)
+		u.anon = max(u.anon, <-sampled)
+		if err != nil {
+			return usage{}, fmt.Errorf("%s %s: %v\n%s", name, strings.Join(args, " "), err, stderr.String())
+		}
 		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-			rss = max(rss, ru.Maxrss<<10) // KiB on Linux
+			u.rss = max(u.rss, ru.Maxrss<<10) // KiB on Linux
 		}
 	}
 	slices.Sort(walls)
-	return walls[len(walls)/2], rss, nil
+	u.wall = walls[len(walls)/2]
+	return u, nil
+}
+
+// sampleAnon returns the largest RssAnon of the process seen every 2 ms
+// until done.
+func sampleAnon(pid int, done <-chan struct{}) int64 {
+	var peak int64
+	path := fmt.Sprintf("/proc/%d/status", pid)
+	for {
+		if b, err := os.ReadFile(path); err == nil {
+			for line := range strings.Lines(string(b)) {
+				var kb int64
+				if _, err := fmt.Sscanf(line, "RssAnon: %d kB", &kb); err == nil {
+					peak = max(peak, kb<<10)
+				}
+			}
+		}
+		select {
+		case <-done:
+			return peak
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
 }
 
 // writeLogs writes the same log of about size bytes as a .json document and
@@ -230,6 +284,8 @@ func text(rng *rand.Rand, n int) string {
 	}
 	return b.String()
 }
+
+func mib(b int64) float64 { return float64(b) / (1 << 20) }
 
 func fail(err error) {
 	fmt.Fprintln(os.Stderr, "convertbench:", err)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/bits"
 	"unicode/utf8"
+
+	"github.com/evalmeter/evalmeter/internal/swar"
 )
 
 // The JSON syntax under the parser: I-JSON (RFC 7493) read in place, with
@@ -236,17 +238,8 @@ func (p *parser) readString() ([]byte, error) {
 
 // stops marks with its high bit each byte of w (8 bytes, little-endian) that
 // ends a plain run of a string: '"', '\\', a control character or a byte of
-// non-ASCII UTF-8. A mark can be false only above a true one (a borrow runs
-// upward), so the lowest mark is always exact.
-func stops(w uint64) uint64 {
-	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	quote := w ^ ones*'"'      // 0 where '"'
-	backslash := w ^ ones*'\\' // 0 where '\\'
-	zeroQuote := (quote - ones) &^ quote
-	zeroBackslash := (backslash - ones) &^ backslash
-	control := (w - ones*0x20) &^ w
-	return (zeroQuote | zeroBackslash | control | w) & highs
-}
+// non-ASCII UTF-8. The lowest mark is always exact.
+func stops(w uint64) uint64 { return swar.StringStops(w) | swar.NonASCII(w) }
 
 // readStringSlow reads the rest of the string that starts at start from
 // d[i] on, one byte at a time: escapes, non-ASCII and the last bytes of the body.
