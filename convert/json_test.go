@@ -363,3 +363,20 @@ func (c *chunkedReader) Read(p []byte) (int, error) {
 	}
 	return c.r.Read(p)
 }
+
+// TestJSONReaderLongValues: free text of any length is skipped in a
+// bounded buffer; a value read whole (an identifier) is bounded.
+func TestJSONReaderLongValues(t *testing.T) {
+	long := `"` + strings.Repeat(`ab\n`, maxJSONToken/2) + `"`
+	j := newJSONReader(strings.NewReader(`[`+long+`, 1]`), "f")
+	if err := j.skip(); err != nil {
+		t.Fatalf("skip a %d-byte string: %v", len(long), err)
+	}
+	if len(j.buf) != jsonBufSize {
+		t.Errorf("skipping a %d-byte string grew the buffer to %d bytes", len(long), len(j.buf))
+	}
+	got := readAll(strings.NewReader(`{"id": `+long+`}`), false)
+	if want := "error: a value at byte 7 is over 1048576 bytes long"; !strings.HasPrefix(got, want) {
+		t.Errorf("read a %d-byte identifier: %s; want %s…", len(long), got, want)
+	}
+}
