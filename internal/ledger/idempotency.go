@@ -28,32 +28,18 @@ type MetricsRecord struct {
 func (s *Store) SaveMetrics(ctx context.Context, sess Session, idempotencyKey string, rec MetricsRecord, now time.Time) (MetricsRecord, bool, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	// DO NOTHING, then a read of the holder: a replay writes no tuple (a
-	// no-op DO UPDATE would). The INSERT waits for a concurrent one with the
-	// same key to commit, so the SELECT then sees its row. Only pruning
-	// between the two can hide it: the key is free again, and the next
-	// attempt stores rec.
+	// The write waits for a concurrent one with the same key to commit, so
+	// the read of the holder then sees its row. Only pruning between the two
+	// can hide it: the key is free again, and the next attempt stores rec.
 	for attempt := 0; ; attempt++ {
-		var live, stored bool
-		err := s.pool.QueryRow(ctx, `
-			WITH live AS (
-				SELECT FROM sessions s LEFT JOIN api_keys k USING (key_sha256)
-				WHERE s.id = $6 AND s.client_id = $1 AND s.ended_at IS NULL
-				  AND (k.revoked_at IS NULL OR coalesce(k.usable_until, '-infinity') > $5)
-			), saved AS (
-				INSERT INTO metrics_requests (client_id, idempotency_key, request_sha256, metrics, created_at)
-				SELECT $1, $2, $3, $4, $5 FROM live
-				ON CONFLICT (client_id, idempotency_key) DO NOTHING
-				RETURNING true
-			)
-			SELECT EXISTS (SELECT FROM live), EXISTS (SELECT FROM saved)`,
-			sess.ClientID, idempotencyKey, rec.RequestSHA256[:], rec.Metrics, now, sess.ID).Scan(&live, &stored)
+		w := &metricsWrite{ctx: ctx, sess: sess, key: idempotencyKey, rec: rec, now: now}
+		err := s.metrics.write(w)
 		switch {
 		case err != nil:
 			return MetricsRecord{}, false, err
-		case !live:
+		case !w.live:
 			return MetricsRecord{}, false, ErrSessionEnded
-		case stored:
+		case w.stored:
 			return rec, true, nil
 		}
 		var (

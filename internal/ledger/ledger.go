@@ -47,6 +47,7 @@ var (
 type Store struct {
 	pool    *pgxpool.Pool
 	timeout time.Duration
+	metrics *metricsWriter
 }
 
 // Options configure a Store's connection pool.
@@ -106,7 +107,9 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connecting to PostgreSQL: %w", err)
 	}
-	return &Store{pool: pool, timeout: timeout}, nil
+	s := &Store{pool: pool, timeout: timeout}
+	s.metrics = &metricsWriter{store: s}
+	return s, nil
 }
 
 // reloadTLS gives each new connection the TLS settings of url parsed again,
