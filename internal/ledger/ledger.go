@@ -48,6 +48,7 @@ type Store struct {
 	pool    *pgxpool.Pool
 	timeout time.Duration
 	metrics *metricsWriter
+	opens   *sessionOpener
 }
 
 // Options configure a Store's connection pool.
@@ -109,6 +110,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	}
 	s := &Store{pool: pool, timeout: timeout}
 	s.metrics = &metricsWriter{store: s}
+	s.opens = &sessionOpener{store: s, waiting: map[string][]*sessionOpen{}}
 	return s, nil
 }
 

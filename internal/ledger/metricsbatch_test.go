@@ -22,16 +22,8 @@ import (
 // own outcome: stored, the holder's record, or ErrSessionEnded.
 func TestSaveMetricsBatched(t *testing.T) {
 	ctx := t.Context()
-	url := pgtest.NewDatabase(t)
-	if err := ledger.Migrate(ctx, url); err != nil {
-		t.Fatal(err)
-	}
 	var statements atomic.Int32
-	s, err := ledger.Open(ctx, url, ledger.Options{Timeout: 20 * time.Second, Tracer: countStatements{"unnest", &statements}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
+	s, url := batchStore(t, 20*time.Second, countStatements{"unnest", &statements})
 	now := time.Now()
 	if _, err := s.UpsertClient(ctx, ledger.Grant{ClientID: "acme", AllocatedHours: 3, Source: "test"}, now); err != nil {
 		t.Fatal(err)
@@ -47,19 +39,8 @@ func TestSaveMetricsBatched(t *testing.T) {
 
 	// Both statements the writer runs at once wait on keys that an open
 	// transaction holds, so that every later write queues.
-	holder, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Close(context.Background())
-	tx, err := holder.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.Exec(ctx, `INSERT INTO metrics_requests (client_id, idempotency_key, request_sha256, metrics, created_at)
-		SELECT 'acme', k, sha256(k::bytea), '{}', now() FROM unnest(ARRAY['held-key-00001', 'held-key-00002']) k`); err != nil {
-		t.Fatal(err)
-	}
+	tx := holdInTx(t, url, `INSERT INTO metrics_requests (client_id, idempotency_key, request_sha256, metrics, created_at)
+		SELECT 'acme', k, sha256(k::bytea), '{}', now() FROM unnest(ARRAY['held-key-00001', 'held-key-00002']) k`)
 	var wg sync.WaitGroup
 	for _, key := range []string{"held-key-00001", "held-key-00002"} {
 		wg.Go(func() {
@@ -128,7 +109,42 @@ func TestSaveMetricsBatched(t *testing.T) {
 	}
 }
 
-// countStatements counts the statements that contain a string.
+// batchStore is a migrated store on a new database, and its URL.
+func batchStore(t *testing.T, timeout time.Duration, tracer pgx.QueryTracer) (*ledger.Store, string) {
+	t.Helper()
+	url := pgtest.NewDatabase(t)
+	if err := ledger.Migrate(t.Context(), url); err != nil {
+		t.Fatal(err)
+	}
+	s, err := ledger.Open(t.Context(), url, ledger.Options{Timeout: timeout, Tracer: tracer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s, url
+}
+
+// holdInTx runs sql in a transaction left open, to hold the locks it takes
+// until the test commits or rolls it back.
+func holdInTx(t *testing.T, url, sql string) pgx.Tx {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	tx, err := conn.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(t.Context(), sql); err != nil {
+		t.Fatal(err)
+	}
+	return tx
+}
+
+// countStatements counts the statements that contain a string, alone or in
+// a batch.
 type countStatements struct {
 	contains string
 	n        *atomic.Int32
@@ -142,3 +158,15 @@ func (c countStatements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data 
 }
 
 func (countStatements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (countStatements) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return ctx
+}
+
+func (c countStatements) TraceBatchQuery(_ context.Context, _ *pgx.Conn, data pgx.TraceBatchQueryData) {
+	if strings.Contains(data.SQL, c.contains) {
+		c.n.Add(1)
+	}
+}
+
+func (countStatements) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}

@@ -40,27 +40,61 @@ var ErrKeyUnusable = fmt.Errorf("%w: the API key was revoked", ErrNotFound)
 // taken by a conditional UPDATE of the client's row, which PostgreSQL
 // serializes. The row stays locked until the commit is durable, so opens of
 // one client follow one another: one statement, not a transaction of five
-// round trips, keeps the lock for the least time. A concurrent call with
-// the same key fails on the unique index once the first commits, which
-// undoes its credit, and then replays.
+// round trips, keeps the lock for the least time, and the opens that come
+// meanwhile go together in the next transaction (sessionOpener). A
+// concurrent call with the same key fails on the unique index once the
+// first commits, which undoes its credit, and then replays.
 //
 // A statement commits by itself once it ends, even after its caller has
 // given up. The connections' lock_timeout (Open) ends a wait for the row
 // before the caller's bound does, so that a call refused for its bound
 // while it waited leaves no trace.
 func (s *Store) OpenSession(ctx context.Context, idempotencyKey string, sess Session, source string) (opened Session, replay bool, err error) {
-	var key []byte // NULL: opened by no key (tests, tools)
-	if sess.Key != (credential.KeyHash{}) {
-		key = sess.Key[:]
-	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
+	o := &sessionOpen{ctx: ctx, key: idempotencyKey, sess: sess, source: source}
+	if err := s.opens.open(o); err != nil {
+		return Session{}, false, err
+	}
+	if o.charged {
+		return sess, false, nil
+	}
+	opened, err = scanSession(s.pool.QueryRow(ctx, sessionColumns+`
+		FROM sessions s WHERE client_id = $1 AND idempotency_key = $2`, sess.ClientID, idempotencyKey))
+	switch {
+	case err == nil:
+		replay = true
+	case !errors.Is(err, pgx.ErrNoRows):
+		return Session{}, false, err
+	case !o.usable:
+		return Session{}, false, ErrKeyUnusable
+	default:
+		err = ErrNoCredit
+	}
+	// A replay answers with another request's session, a refusal from the
+	// credits others spent: neither may answer before the standbys have them.
+	if werr := s.awaitStandbys(ctx); werr != nil {
+		return Session{}, false, werr
+	}
+	if err != nil {
+		return Session{}, false, err
+	}
+	return opened, replay, nil
+}
+
+// openOne opens o alone, in one statement, and says whether it charged a
+// credit and whether o's key was usable.
+func (s *Store) openOne(o *sessionOpen) error {
+	var key []byte // NULL: opened by no key (tests, tools)
+	if o.sess.Key != (credential.KeyHash{}) {
+		key = o.sess.Key[:]
+	}
 	// Only while the key is usable: one revoked since the caller checked
 	// it opens nothing and costs nothing. FOR SHARE orders this with a
 	// concurrent revocation: either it waits and sees the key revoked, or
 	// the revocation waits and ends this session with the key's others.
-	var charged, usable bool
-	err = s.pool.QueryRow(ctx, `
+	sess := o.sess
+	err := s.pool.QueryRow(o.ctx, `
 		WITH usable AS (
 			SELECT FROM api_keys WHERE key_sha256 = $7 AND (revoked_at IS NULL OR usable_until > $4) FOR SHARE
 		), charge AS (
@@ -77,37 +111,15 @@ func (s *Store) OpenSession(ctx context.Context, idempotencyKey string, sess Ses
 			SELECT client_id, $4, 'session', 1, $1, $8 FROM charge
 		)
 		SELECT EXISTS (SELECT FROM charge), $7::bytea IS NULL OR EXISTS (SELECT FROM usable)`,
-		sess.ID, sess.ClientID, idempotencyKey, sess.IssuedAt, sess.ExpiresAt, sess.TokenKeyID, key, source).Scan(&charged, &usable)
+		sess.ID, sess.ClientID, o.key, sess.IssuedAt, sess.ExpiresAt, sess.TokenKeyID, key, o.source).Scan(&o.charged, &o.usable)
 	var pgErr *pgconn.PgError
-	switch {
-	case errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "sessions_client_id_idempotency_key_key":
-		err = nil // unique_violation: opened under this key by a concurrent call; replay it
-	case err != nil:
-		return Session{}, false, err
-	case charged:
-		return sess, false, nil
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "sessions_client_id_idempotency_key_key" {
+		// unique_violation: opened under this key by a concurrent call,
+		// which OpenSession then replays.
+		o.charged, o.usable = false, true
+		return nil
 	}
-	opened, err = scanSession(s.pool.QueryRow(ctx, sessionColumns+`
-		FROM sessions s WHERE client_id = $1 AND idempotency_key = $2`, sess.ClientID, idempotencyKey))
-	switch {
-	case err == nil:
-		replay = true
-	case !errors.Is(err, pgx.ErrNoRows):
-		return Session{}, false, err
-	case !usable:
-		return Session{}, false, ErrKeyUnusable
-	default:
-		err = ErrNoCredit
-	}
-	// A replay answers with another request's session, a refusal from the
-	// credits others spent: neither may answer before the standbys have them.
-	if werr := s.awaitStandbys(ctx); werr != nil {
-		return Session{}, false, werr
-	}
-	if err != nil {
-		return Session{}, false, err
-	}
-	return opened, replay, nil
+	return err
 }
 
 // Session returns the session with this id: ErrNotFound when there is

@@ -37,7 +37,8 @@ func New(tp trace.TracerProvider) pgx.QueryTracer {
 	)}
 }
 
-// tracer is otelpgx's query tracer alone, with errors scrubbed: its batch,
+// tracer is otelpgx's query and batch tracers (the ledger sends a batch to
+// open a client's waiting sessions together), with errors scrubbed. Its
 // copy, prepare, connect and acquire tracing would record errors unscrubbed.
 type tracer struct{ otel *otelpgx.Tracer }
 
@@ -48,6 +49,20 @@ func (t tracer) TraceQueryStart(ctx context.Context, conn *pgx.Conn, data pgx.Tr
 func (t tracer) TraceQueryEnd(ctx context.Context, conn *pgx.Conn, data pgx.TraceQueryEndData) {
 	data.Err = scrub(data.Err)
 	t.otel.TraceQueryEnd(ctx, conn, data)
+}
+
+func (t tracer) TraceBatchStart(ctx context.Context, conn *pgx.Conn, data pgx.TraceBatchStartData) context.Context {
+	return t.otel.TraceBatchStart(ctx, conn, data)
+}
+
+func (t tracer) TraceBatchQuery(ctx context.Context, conn *pgx.Conn, data pgx.TraceBatchQueryData) {
+	data.Err = scrub(data.Err)
+	t.otel.TraceBatchQuery(ctx, conn, data)
+}
+
+func (t tracer) TraceBatchEnd(ctx context.Context, conn *pgx.Conn, data pgx.TraceBatchEndData) {
+	data.Err = scrub(data.Err)
+	t.otel.TraceBatchEnd(ctx, conn, data)
 }
 
 // errWithheld stands for an error whose text a span must not record.

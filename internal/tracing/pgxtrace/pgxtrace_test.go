@@ -74,6 +74,7 @@ func TestNoArgumentInSpans(t *testing.T) {
 			parentCtx, parent := tp.Tracer("test").Start(ctx, "request")
 			_, err := conn.Exec(parentCtx, tt.sql, tt.arg)
 			parent.End()
+			checkNoSecret(t, rec.Ended(), secret, hash[:])
 			if (err != nil) != tt.wantError {
 				t.Fatalf("Exec: %v, want an error: %t", err, tt.wantError)
 			}
@@ -107,16 +108,38 @@ func TestNoArgumentInSpans(t *testing.T) {
 			if got := query.Status().Code == codes.Error; got != tt.wantError {
 				t.Errorf("status %v, want an error: %t", query.Status(), tt.wantError)
 			}
-			for _, s := range spans {
-				for _, text := range spanText(s) {
-					for _, form := range secretForms(secret, hash[:]) {
-						if strings.Contains(text, form) {
-							t.Errorf("span %q records the argument (as %q) in %q", s.Name(), form, text)
-						}
-					}
+		})
+		// The same in a batch: a span for the batch, none with the secret.
+		t.Run(tt.name+" in a batch", func(t *testing.T) {
+			rec.Reset()
+			parentCtx, parent := tp.Tracer("test").Start(ctx, "request")
+			b := &pgx.Batch{}
+			b.Queue(tt.sql, tt.arg)
+			err := conn.SendBatch(parentCtx, b).Close()
+			parent.End()
+			if (err != nil) != tt.wantError {
+				t.Fatalf("SendBatch: %v, want an error: %t", err, tt.wantError)
+			}
+			spans := rec.Ended()
+			if len(spans) < 2 {
+				t.Fatalf("%d spans, want the batch's and its parent's", len(spans))
+			}
+			checkNoSecret(t, spans, secret, hash[:])
+		})
+	}
+}
+
+// checkNoSecret fails the test if a span holds the secret or its hash.
+func checkNoSecret(t *testing.T, spans []sdktrace.ReadOnlySpan, secret string, hash []byte) {
+	t.Helper()
+	for _, s := range spans {
+		for _, text := range spanText(s) {
+			for _, form := range secretForms(secret, hash) {
+				if strings.Contains(text, form) {
+					t.Errorf("span %q records the argument (as %q) in %q", s.Name(), form, text)
 				}
 			}
-		})
+		}
 	}
 }
 
