@@ -144,7 +144,9 @@ func (s *Store) openBatch(client string, batch []*sessionOpen) {
 	}
 	b := &pgx.Batch{}
 	b.Queue(`SELECT set_config('lock_timeout', $1, true)`, strconv.FormatInt(lockTimeout.Milliseconds(), 10))
-	b.Queue(`SELECT FROM clients WHERE client_id = $1 FOR UPDATE`, client)
+	// NO KEY: the lock an UPDATE of the row takes; it leaves the foreign
+	// keys of other rows (metrics records) free to check the client.
+	b.Queue(`SELECT FROM clients WHERE client_id = $1 FOR NO KEY UPDATE`, client)
 	// usable and its FOR SHARE are OpenSession's: see there.
 	b.Queue(`
 		WITH input AS (

@@ -1,6 +1,7 @@
 package ledger_test
 
 import (
+	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -156,4 +157,71 @@ func TestOpenSessionBatchTimesOut(t *testing.T) {
 	if got := query[int64](t, url, `SELECT (SELECT count(*) FROM sessions) + (SELECT consumed_hours FROM clients)`)[0]; got != 0 {
 		t.Errorf("sessions and credits left behind: %d", got)
 	}
+}
+
+// TestOpenSessionBatchLeavesMetricsFree: while a batch of opens holds the
+// client's row, the client's metrics records are still written: the
+// batch's lock is an UPDATE's, which their foreign key checks do not wait for.
+func TestOpenSessionBatchLeavesMetricsFree(t *testing.T) {
+	ctx := t.Context()
+	s, url := batchStore(t, 20*time.Second, nil)
+	if _, err := s.UpsertClient(ctx, ledger.Grant{ClientID: "acme", AllocatedHours: 5, Source: "test"}, t0); err != nil {
+		t.Fatal(err)
+	}
+	key := credential.KeyHash(sha256.Sum256([]byte("key")))
+	if _, err := s.SetKey(ctx, "acme", key, t0, 0); err != nil {
+		t.Fatal(err)
+	}
+	// The batch will stop at the API key's row, after taking the client's.
+	keyRow := holdInTx(t, url, `SELECT FROM api_keys FOR UPDATE`)
+	clientRow := holdInTx(t, url, `SELECT FROM clients WHERE client_id = 'acme' FOR NO KEY UPDATE`)
+	var wg sync.WaitGroup
+	open := func(n int, key credential.KeyHash) {
+		wg.Go(func() {
+			sess := ledger.Session{ID: fmt.Sprintf("sess_%024x", n), ClientID: "acme", IssuedAt: t0, ExpiresAt: t0.Add(time.Hour), TokenKeyID: "k", Key: key}
+			if _, _, err := s.OpenSession(ctx, fmt.Sprintf("open-%012d", n), sess, "test"); err != nil {
+				t.Errorf("open %d: %v", n, err)
+			}
+		})
+	}
+	open(1, credential.KeyHash{}) // by no key: it waits for the client's row only
+	waitForLocks(t, url, "%clients%", 1)
+	open(2, key)
+	open(3, key)
+	poll.Until(t, 20*time.Second, "two opens queued", func() error {
+		if n := ledger.QueuedOpens(s, "acme"); n != 2 {
+			return fmt.Errorf("%d queued", n)
+		}
+		return nil
+	})
+	if err := clientRow.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitForLocks(t, url, "%ORDINALITY%", 1)
+
+	sess, err := s.Session(ctx, fmt.Sprintf("sess_%024x", 1), t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	saveCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, stored, err := s.SaveMetrics(saveCtx, sess, "metrics-during-batch", record("a"), t0); err != nil || !stored {
+		t.Errorf("save while a batch of opens holds the client: stored %v, %v", stored, err)
+	}
+	if err := keyRow.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+}
+
+// waitForLocks waits until n statements like pattern wait for a lock.
+func waitForLocks(t *testing.T, url, pattern string, n int64) {
+	t.Helper()
+	poll.Until(t, 20*time.Second, fmt.Sprintf("%d statements like %s waiting for a lock", n, pattern), func() error {
+		got := query[int64](t, url, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '`+pattern+`'`)[0]
+		if got != n {
+			return fmt.Errorf("%d wait", got)
+		}
+		return nil
+	})
 }
