@@ -1,0 +1,52 @@
+package swar
+
+import (
+	"encoding/binary"
+	"math/bits"
+	"testing"
+)
+
+// TestStringStops puts every byte at every place of a word of plain bytes,
+// beside every other byte: the lowest mark is the first stop, exactly.
+func TestStringStops(t *testing.T) {
+	isStop := func(c byte) bool { return c == '"' || c == '\\' || c < 0x20 }
+	var w [8]byte
+	for at := range 8 {
+		for c := range 256 {
+			for next := range 256 {
+				for i := range w {
+					w[i] = 'a'
+				}
+				w[at] = byte(c)
+				if at < 7 {
+					w[at+1] = byte(next)
+				}
+				want := -1
+				for i, b := range w {
+					if isStop(b) {
+						want = i
+						break
+					}
+				}
+				m := StringStops(binary.LittleEndian.Uint64(w[:]))
+				got := -1
+				if m != 0 {
+					got = bits.TrailingZeros64(m) / 8
+				}
+				if got != want {
+					t.Fatalf("%q: first stop at %d, want %d", w, got, want)
+				}
+				if m&^0x8080808080808080 != 0 {
+					t.Fatalf("%q: marks %#x outside the high bits", w, m)
+				}
+			}
+		}
+	}
+}
+
+func TestNonASCII(t *testing.T) {
+	w := binary.LittleEndian.Uint64([]byte{'a', 0x80, 'b', 0xff, 0x7f, 0, 0xc3, 'z'})
+	if got, want := NonASCII(w), uint64(0x0080_0000_8000_8000); got != want {
+		t.Errorf("NonASCII = %#x, want %#x", got, want)
+	}
+}
