@@ -21,7 +21,9 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/evalmeter/evalmeter/internal/tracing/pgxtrace"
 )
@@ -49,6 +51,7 @@ type Store struct {
 	timeout time.Duration
 	metrics *metricsWriter
 	opens   *sessionOpener
+	tracer  trace.Tracer // spans of statements written for several callers
 }
 
 // Options configure a Store's connection pool.
@@ -108,7 +111,10 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connecting to PostgreSQL: %w", err)
 	}
-	s := &Store{pool: pool, timeout: timeout}
+	s := &Store{pool: pool, timeout: timeout, tracer: noop.NewTracerProvider().Tracer("")}
+	if opts.TracerProvider != nil {
+		s.tracer = opts.TracerProvider.Tracer("github.com/evalmeter/evalmeter/internal/ledger")
+	}
 	s.metrics = &metricsWriter{store: s}
 	s.opens = &sessionOpener{store: s, waiting: map[string][]*sessionOpen{}}
 	return s, nil
@@ -204,4 +210,22 @@ func migrate(ctx context.Context, db *sql.DB) error {
 // bound gives ctx the statement timeout.
 func (s *Store) bound(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, s.timeout)
+}
+
+// startBatch starts the span of a statement run for the callers of batch,
+// whose contexts ctxOf gives: a child of the first caller's span, linked to
+// the others' spans, which are linked back to it, so that every caller's
+// trace leads to the statement that did its work. No caller's cancellation
+// reaches the span's context: the statement is every caller's.
+func startBatch[T any](s *Store, name string, batch []T, ctxOf func(T) context.Context) (context.Context, trace.Span) {
+	links := make([]trace.Link, 0, len(batch)-1)
+	for _, c := range batch[1:] {
+		links = append(links, trace.LinkFromContext(ctxOf(c)))
+	}
+	ctx, span := s.tracer.Start(context.WithoutCancel(ctxOf(batch[0])), name,
+		trace.WithLinks(links...), trace.WithAttributes(attribute.Int("evalmeter.batch.size", len(batch))))
+	for _, c := range batch[1:] {
+		trace.SpanFromContext(ctxOf(c)).AddLink(trace.Link{SpanContext: span.SpanContext()})
+	}
+	return ctx, span
 }

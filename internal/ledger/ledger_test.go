@@ -227,14 +227,14 @@ func TestUnavailable(t *testing.T) {
 	}
 }
 
-func query[T any](t *testing.T, url, sql string) []T {
+func query[T any](t *testing.T, url, sql string, args ...any) []T {
 	t.Helper()
 	conn, err := pgx.Connect(t.Context(), url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close(t.Context())
-	rows, err := conn.Query(t.Context(), sql)
+	rows, err := conn.Query(t.Context(), sql, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -392,4 +392,16 @@ func TestReplaysWaitForStandbys(t *testing.T) {
 	if err := open("idempotency-key-0005", "sess_000000000000000000000005"); !ledger.Unavailable(err) {
 		t.Errorf("another session, refused for that credit: %v; want unavailable, not a 402 no standby has confirmed", err)
 	}
+}
+
+// waitForLocks waits until n statements like pattern wait for a lock.
+func waitForLocks(t *testing.T, url, pattern string, n int64) {
+	t.Helper()
+	poll.Until(t, 20*time.Second, fmt.Sprintf("%d statements like %s waiting for a lock", n, pattern), func() error {
+		got := query[int64](t, url, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE $1`, pattern)[0]
+		if got != n {
+			return fmt.Errorf("%d wait", got)
+		}
+		return nil
+	})
 }

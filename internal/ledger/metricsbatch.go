@@ -124,11 +124,12 @@ func (s *Store) writeMetrics(batch []*metricsWrite) {
 	if len(batch) == 0 {
 		return
 	}
-	// The first write's context, for its trace: the statement is bounded by
-	// the store alone, since it is every write's.
-	ctx, cancel := s.bound(context.WithoutCancel(batch[0].ctx))
-	defer cancel()
 	n := len(batch)
+	// Bounded by the store alone: no caller's cancellation ends it.
+	ctx, span := startBatch(s, "ledger.metrics_batch", batch, func(w *metricsWrite) context.Context { return w.ctx })
+	defer span.End()
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	var (
 		clients  = make([]string, n)
 		keys     = make([]string, n)

@@ -23,7 +23,7 @@ import (
 func TestSaveMetricsBatched(t *testing.T) {
 	ctx := t.Context()
 	var statements atomic.Int32
-	s, url := batchStore(t, 20*time.Second, countStatements{"unnest", &statements})
+	s, url := batchStore(t, ledger.Options{Timeout: 20 * time.Second, Tracer: countStatements{"unnest", &statements}})
 	now := time.Now()
 	if _, err := s.UpsertClient(ctx, ledger.Grant{ClientID: "acme", AllocatedHours: 3, Source: "test"}, now); err != nil {
 		t.Fatal(err)
@@ -49,12 +49,7 @@ func TestSaveMetricsBatched(t *testing.T) {
 			}
 		})
 	}
-	poll.Until(t, 20*time.Second, "two statements waiting on a lock", func() error {
-		if n := query[int64](t, url, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%unnest%'`)[0]; n != 2 {
-			return fmt.Errorf("%d wait", n)
-		}
-		return nil
-	})
+	waitForLocks(t, url, "%unnest%", 2)
 
 	const calls, keys = 45, 10
 	type outcome struct {
@@ -110,13 +105,13 @@ func TestSaveMetricsBatched(t *testing.T) {
 }
 
 // batchStore is a migrated store on a new database, and its URL.
-func batchStore(t *testing.T, timeout time.Duration, tracer pgx.QueryTracer) (*ledger.Store, string) {
+func batchStore(t *testing.T, opts ledger.Options) (*ledger.Store, string) {
 	t.Helper()
 	url := pgtest.NewDatabase(t)
 	if err := ledger.Migrate(t.Context(), url); err != nil {
 		t.Fatal(err)
 	}
-	s, err := ledger.Open(t.Context(), url, ledger.Options{Timeout: timeout, Tracer: tracer})
+	s, err := ledger.Open(t.Context(), url, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -126,10 +126,12 @@ func (s *Store) openBatch(client string, batch []*sessionOpen) {
 		}
 		return
 	}
-	ctx, cancel := context.WithDeadline(context.WithoutCancel(batch[0].ctx), deadline)
+	n := len(batch)
+	ctx, span := startBatch(s, "ledger.session_batch", batch, func(o *sessionOpen) context.Context { return o.ctx })
+	defer span.End()
+	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 
-	n := len(batch)
 	var (
 		ids, keys, tokenKeys, sources = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		issued, expires               = make([]time.Time, n), make([]time.Time, n)

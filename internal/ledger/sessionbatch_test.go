@@ -22,7 +22,7 @@ import (
 func TestOpenSessionBatched(t *testing.T) {
 	ctx := t.Context()
 	var batches atomic.Int32
-	s, url := batchStore(t, 20*time.Second, countStatements{"WITH ORDINALITY", &batches})
+	s, url := batchStore(t, ledger.Options{Timeout: 20 * time.Second, Tracer: countStatements{"WITH ORDINALITY", &batches}})
 	if _, err := s.UpsertClient(ctx, ledger.Grant{ClientID: "acme", AllocatedHours: 20, Source: "test"}, t0); err != nil {
 		t.Fatal(err)
 	}
@@ -44,12 +44,7 @@ func TestOpenSessionBatched(t *testing.T) {
 			t.Errorf("first open: replay %v, %v", replay, err)
 		}
 	})
-	poll.Until(t, 20*time.Second, "the first open to wait for the row", func() error {
-		if n := query[int64](t, url, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'`)[0]; n != 1 {
-			return fmt.Errorf("%d wait", n)
-		}
-		return nil
-	})
+	waitForLocks(t, url, "%", 1)
 
 	// 30 keys, the first 10 asked twice; keys 9, 19 and 29 by the revoked
 	// API key, 8, 18 and 28 by none (as tools open them).
@@ -136,7 +131,7 @@ func TestOpenSessionBatched(t *testing.T) {
 // lock_timeout ends its wait before its callers give up.
 func TestOpenSessionBatchTimesOut(t *testing.T) {
 	ctx := t.Context()
-	s, url := batchStore(t, 600*time.Millisecond, nil)
+	s, url := batchStore(t, ledger.Options{Timeout: 600 * time.Millisecond})
 	if _, err := s.UpsertClient(ctx, ledger.Grant{ClientID: "acme", AllocatedHours: 10, Source: "test"}, t0); err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +163,7 @@ func TestOpenSessionBatchTimesOut(t *testing.T) {
 // batch's lock is an UPDATE's, which their foreign key checks do not wait for.
 func TestOpenSessionBatchLeavesMetricsFree(t *testing.T) {
 	ctx := t.Context()
-	s, url := batchStore(t, 20*time.Second, nil)
+	s, url := batchStore(t, ledger.Options{Timeout: 20 * time.Second})
 	if _, err := s.UpsertClient(ctx, ledger.Grant{ClientID: "acme", AllocatedHours: 5, Source: "test"}, t0); err != nil {
 		t.Fatal(err)
 	}
@@ -216,16 +211,4 @@ func TestOpenSessionBatchLeavesMetricsFree(t *testing.T) {
 		t.Fatal(err)
 	}
 	wg.Wait()
-}
-
-// waitForLocks waits until n statements like pattern wait for a lock.
-func waitForLocks(t *testing.T, url, pattern string, n int64) {
-	t.Helper()
-	poll.Until(t, 20*time.Second, fmt.Sprintf("%d statements like %s waiting for a lock", n, pattern), func() error {
-		got := query[int64](t, url, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '`+pattern+`'`)[0]
-		if got != n {
-			return fmt.Errorf("%d wait", got)
-		}
-		return nil
-	})
 }
