@@ -78,11 +78,10 @@ test-e2e-ha: ## Fail the ledger's CloudNativePG cluster over under load on a new
 
 .PHONY: fuzz
 fuzz: ## Fuzz the metrics engine for FUZZTIME (default 20s) against the JSON Schema and gowebpki/jcs, each converter for FUZZTIME_CONVERT (5s), and the API handler for FUZZTIME_HTTP (10s) against api/openapi.yaml.
-	$(GO) test -run '^$$' -fuzz '^FuzzCompute$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10s ./internal/metrics
-	$(GO) test -run '^$$' -fuzz '^FuzzHandler$$' -fuzztime $(FUZZTIME_HTTP) -fuzzminimizetime 10s ./server
+	GO=$(GO) hack/fuzz.sh ./internal/metrics FuzzCompute $(FUZZTIME) 10s
+	GO=$(GO) hack/fuzz.sh ./server FuzzHandler $(FUZZTIME_HTTP) 10s
 	@for f in $(CONVERT_FUZZERS); do \
-		cmd="$(GO) test -run ^$$ -fuzz ^$$f\$$ -fuzztime $(FUZZTIME_CONVERT) -fuzzminimizetime 5s ./convert"; \
-		echo "$$cmd"; $$cmd || exit 1; \
+		GO=$(GO) hack/fuzz.sh ./convert $$f $(FUZZTIME_CONVERT) 5s || exit 1; \
 	done
 
 .PHONY: bench
