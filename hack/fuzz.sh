@@ -35,4 +35,3 @@ for try in 1 2; do
 	fi
 	exit 1
 done
-exit 1

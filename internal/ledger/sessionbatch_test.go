@@ -55,29 +55,37 @@ func TestOpenSessionBatched(t *testing.T) {
 		err    error
 	}
 	out := make([]outcome, calls)
-	// The second asks queue after the first ones: the queue's order, not
-	// the goroutines' start, decides which of two asks of a key comes first.
-	for _, asks := range [][2]int{{0, keys}, {keys, calls}} {
-		for i := asks[0]; i < asks[1]; i++ {
-			key := current
-			switch i % 10 {
-			case 9:
-				key = revoked
-			case 8:
-				key = credential.KeyHash{}
-			}
-			wg.Go(func() {
-				o := &out[i]
-				o.sess, o.replay, o.err = s.OpenSession(ctx, fmt.Sprintf("batch-open-%05d", i%keys), session(100+i, key), "test")
-			})
+	ask := func(i int) {
+		key := current
+		switch i % 10 {
+		case 9:
+			key = revoked
+		case 8:
+			key = credential.KeyHash{}
 		}
-		poll.Until(t, 20*time.Second, fmt.Sprintf("opens 0 to %d queued", asks[1]-1), func() error {
-			if n := ledger.QueuedOpens(s, "acme"); n != asks[1] {
-				return fmt.Errorf("%d queued", n)
+		wg.Go(func() {
+			o := &out[i]
+			o.sess, o.replay, o.err = s.OpenSession(ctx, fmt.Sprintf("batch-open-%05d", i%keys), session(100+i, key), "test")
+		})
+	}
+	queued := func(n int) {
+		poll.Until(t, 20*time.Second, fmt.Sprintf("%d opens queued", n), func() error {
+			if got := ledger.QueuedOpens(s, "acme"); got != n {
+				return fmt.Errorf("%d queued", got)
 			}
 			return nil
 		})
 	}
+	// The second asks queue after the first ones: the queue's order, not
+	// the goroutines' start, decides which of two asks of a key comes first.
+	for i := range keys {
+		ask(i)
+	}
+	queued(keys)
+	for i := keys; i < calls; i++ {
+		ask(i)
+	}
+	queued(calls)
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
