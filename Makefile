@@ -84,6 +84,10 @@ fuzz: ## Fuzz the metrics engine for FUZZTIME (default 20s) against the JSON Sch
 		GO=$(GO) hack/fuzz.sh ./convert $$f $(FUZZTIME_CONVERT) 5s || exit 1; \
 	done
 
+.PHONY: stats-vectors
+stats-vectors: ## Regenerate stats/testdata/compare-vectors.json with hack/stats/vectors.py, an independent Python implementation of compare's statistics.
+	python3 hack/stats/vectors.py > stats/testdata/compare-vectors.json
+
 .PHONY: bench
 bench: $(LOCALBIN) ## Benchmark the engine beside JSON validators (encoding/json, sonic, go-json, simdjson-go) and SHA-256 on a 130 KB request; print the ratios.
 	$(GO) test -run '^$$' -bench '^BenchmarkCompute$$' -benchmem -count $(BENCHCOUNT) ./internal/metrics | tee $(LOCALBIN)/bench-engine.txt

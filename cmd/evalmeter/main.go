@@ -28,13 +28,18 @@ For customers:
   evalmeter convert [--from FORMAT] FILE...
                              turn an eval tool's results into a metrics request
                              (FORMAT: junit, promptfoo, inspect, tau2, deepeval, swebench, auto)
-  evalmeter submit --url BASE [--from FORMAT] [--gate EXPR]... FILE...
+  evalmeter submit --url BASE [--from FORMAT] [--gate EXPR]... [--save-result F] [--dry-run] FILE...
                              convert, check locally and post through a session
+  evalmeter compare [--from FORMAT] [--max-drop POINTS] BASELINE CANDIDATE
+                             did the candidate run pass fewer cases than noise explains?
+                             (paired, by case id; offline, no credit spent)
   evalmeter usage --url BASE print the client's credits
   evalmeter version          print the version
 
 Exit status: 0 on success, 1 when the request is refused (the error envelope
-is printed), 2 when the command could not run, 3 when a gate of submit failed.
+is printed), 2 when the command could not run, 3 when a gate of submit failed
+or compare found a regression, 4 when compare --fail-on-inconclusive could
+not rule out a drop.
 `
 
 // version is set at build time by make dist.
@@ -65,6 +70,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return convertCmd(args[1:], stdout, stderr)
 	case "submit":
 		return submitCmd(args[1:], stdout, stderr)
+	case "compare":
+		return compareCmd(args[1:], stdout, stderr)
 	case "usage":
 		return usageCmd(args[1:], stdout, stderr)
 	case "schema":

@@ -23,13 +23,17 @@ const (
 	EnvURL    = "EVALMETER_URL"
 )
 
-const submitUsage = `submit --url BASE [--from FORMAT] [--output text|json] [--gate EXPR]... FILE...
+const submitUsage = `submit --url BASE [--from FORMAT] [--output text|json] [--gate EXPR]... [--save-result FILE] [--dry-run] FILE...
 
 Converts the results files (or, without --from, reads FILE as a metrics
 request), checks the request locally, and posts it through a session. The
 client's open session is reused while --min-window of it is left, so that
 several submissions within its hour cost one credit. The API key comes from
 EVALMETER_API_KEY or --api-key-file.
+
+In CI (GitHub Actions, GitLab CI, Buildkite, Jenkins) the job's commit,
+branch and pipeline id are read from the CI's variables into the result file
+(never into the request), and the default run id names the commit.
 
 Exit status: 0 posted and every gate passed; 1 the request or the service
 refused it; 2 a file or the command line is wrong; 3 a gate failed.`
@@ -86,8 +90,20 @@ func submitCmd(args []string, stdout, stderr io.Writer) int {
 	cachePath := fs.String("cache-file", "", "the session cache (default: env "+EnvCacheFile+", else the user's cache directory)")
 	var gates gateFlags
 	fs.Var(&gates, "gate", "fail with exit status 3 unless METRIC OP NUMBER holds, e.g. status.pass_rate>=0.95 (repeatable)")
+	savePath := fs.String("save-result", "", "write the request(s) and the service's response(s) to this file, for evalmeter compare and as a CI artifact")
+	dryRun := fs.Bool("dry-run", false, "convert and check the request, print the metrics computed here, and post nothing: no credit is spent")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *dryRun && *savePath != "" {
+		return failf(stderr, "submit: --save-result keeps the service's answer, which --dry-run does not ask for: use one or the other")
+	}
+	ci := detectCI(os.Getenv)
+	if ci != nil {
+		fmt.Fprintf(stderr, "evalmeter submit: CI %s, commit %s, branch %s, pipeline %s\n", ci.System, orNone(ci.Commit), orNone(ci.Branch), orNone(ci.Pipeline))
+		if rf.from != "" && rf.runID == "" {
+			rf.runID = ci.runID()
+		}
 	}
 	if fs.NArg() == 0 {
 		return failf(stderr, "submit: name the results file(s), or a metrics request file without --from")
@@ -99,7 +115,7 @@ func submitCmd(args []string, stdout, stderr io.Writer) int {
 		return failf(stderr, "submit: --min-window must be between 0 and 55m")
 	}
 
-	bodies, status := requestBodies(&rf, fs.Args(), stderr)
+	bodies, runID, status := requestBodies(&rf, fs.Args(), stderr)
 	if status != 0 {
 		return status
 	}
@@ -126,6 +142,24 @@ func submitCmd(args []string, stdout, stderr io.Writer) int {
 			return failf(stderr, "submit: %v", err)
 		}
 	}
+	if *dryRun {
+		fmt.Fprintln(stderr, "evalmeter submit: dry run: computed here, nothing posted, no credit spent")
+		gateFailed := false
+		for _, p := range parts {
+			res := &client.MetricsResult{Metrics: *p.local}
+			if *output == "json" {
+				b, _ := json.Marshal(map[string]any{"metrics": p.local})
+				stdout.Write(append(b, '\n'))
+			} else {
+				printSummary(stdout, res, nil, time.Now())
+			}
+			gateFailed = checkGates(gates, p.local, stderr) || gateFailed
+		}
+		if gateFailed {
+			return 3
+		}
+		return 0
+	}
 
 	c, apiKey, err := cf.client(stderr, "submit")
 	if err != nil {
@@ -145,25 +179,27 @@ func submitCmd(args []string, stdout, stderr io.Writer) int {
 	s := &submitter{client: c, cache: cache, now: time.Now, minWindow: *minWindow, stderr: stderr}
 
 	gateFailed := false
+	saved := &savedResult{Format: resultFormat, RunID: runID, Service: c.BaseURL(), CI: ci}
 	for _, p := range parts {
 		res, sess, err := s.post(ctx, p.body, p.local.Integrity.CanonicalSHA256)
 		if err != nil {
 			fmt.Fprintf(stderr, "evalmeter submit: %s\n", describe(err))
 			return 1
 		}
+		saved.Parts = append(saved.Parts, resultPart{Request: p.body, Response: res.Body})
 		if *output == "json" {
 			stdout.Write(append(res.Body, '\n'))
 		} else {
 			printSummary(stdout, res, sess, s.now())
 		}
-		for _, g := range gates {
-			line, ok, err := g.check(&res.Metrics)
-			if err != nil {
-				return failf(stderr, "submit: %v", err)
-			}
-			fmt.Fprintln(stderr, "evalmeter submit: "+line)
-			gateFailed = gateFailed || !ok
+		gateFailed = checkGates(gates, &res.Metrics, stderr) || gateFailed
+	}
+	if *savePath != "" {
+		saved.SavedAt = s.now().UTC()
+		if err := writeResult(*savePath, saved); err != nil {
+			return failf(stderr, "submit: %v", err)
 		}
+		fmt.Fprintf(stderr, "evalmeter submit: the requests and the service's answers are in %s\n", *savePath)
 	}
 	if gateFailed {
 		return 3
@@ -171,51 +207,76 @@ func submitCmd(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// requestBodies returns the request(s) to post: the converted results, or
-// the metrics request file as it is.
-func requestBodies(rf *requestFlags, paths []string, stderr io.Writer) ([][]byte, int) {
+// checkGates prints each gate's outcome on m and reports whether one failed.
+func checkGates(gates gateFlags, m *metrics.Metrics, stderr io.Writer) bool {
+	failed := false
+	for _, g := range gates {
+		line, ok, err := g.check(m)
+		if err != nil { // lookup succeeded on the same shape before posting
+			line, ok = "gate "+g.expr+": "+err.Error(), false
+		}
+		fmt.Fprintln(stderr, "evalmeter submit: "+line)
+		failed = failed || !ok
+	}
+	return failed
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+// requestBodies returns the request(s) to post, the converted results or the
+// metrics request file as it is, and the run's id before any split.
+func requestBodies(rf *requestFlags, paths []string, stderr io.Writer) ([][]byte, string, int) {
 	if rf.from == "" {
 		if len(paths) != 1 || rf.runID != "" || rf.hashIDs || rf.split {
 			fmt.Fprintln(stderr, "evalmeter submit: without --from, give one metrics request file and no --run-id, --hash-ids or --split (they apply to results files: add --from)")
-			return nil, 2
+			return nil, "", 2
 		}
 		f, err := os.Open(paths[0])
 		if err != nil {
 			fmt.Fprintf(stderr, "evalmeter submit: %v\n", err)
-			return nil, 2
+			return nil, "", 2
 		}
 		defer f.Close()
 		body, err := io.ReadAll(io.LimitReader(f, metrics.MaxBodyBytes+1))
 		if err != nil {
 			fmt.Fprintf(stderr, "evalmeter submit: %v\n", err)
-			return nil, 2
+			return nil, "", 2
 		}
-		return [][]byte{body}, 0
+		var head struct {
+			RunID string `json:"run_id"`
+		}
+		json.Unmarshal(body, &head) // checked before posting
+		return [][]byte{body}, head.RunID, 0
 	}
 	opts, err := rf.options()
 	if err != nil {
-		return nil, failf(stderr, "submit: %v", err)
+		return nil, "", failf(stderr, "submit: %v", err)
 	}
 	res, status := convertFiles("submit", paths, opts, stderr)
 	if status != 0 {
-		return nil, status
+		return nil, "", status
 	}
 	reqs := []convert.Request{res.Request}
 	if rf.split {
 		if reqs, err = res.Request.Parts(); err != nil {
-			return nil, failf(stderr, "submit: %v", err)
+			return nil, "", failf(stderr, "submit: %v", err)
 		}
 	}
 	bodies := make([][]byte, len(reqs))
 	for i := range reqs {
 		if bodies[i], err = reqs[i].Marshal(); err != nil {
-			return nil, failf(stderr, "submit: %v", err)
+			return nil, "", failf(stderr, "submit: %v", err)
 		}
 	}
 	if len(reqs) > 1 {
 		fmt.Fprintf(stderr, "evalmeter submit: %d cases in %d parts, %s to %s\n", len(res.Request.Cases), len(reqs), reqs[0].RunID, reqs[len(reqs)-1].RunID)
 	}
-	return bodies, 0
+	return bodies, res.Request.RunID, 0
 }
 
 // submitter posts metrics requests through the client's open session,
@@ -374,6 +435,10 @@ func printSummary(w io.Writer, res *client.MetricsResult, sess *cachedSession, n
 	}
 	if m.BoundaryViolations.Total > 0 {
 		fmt.Fprintf(w, "  boundary      %d violations in %d cases\n", m.BoundaryViolations.Total, m.BoundaryViolations.CasesAffected)
+	}
+	if sess == nil {
+		fmt.Fprintf(w, "  sha256        %s (computed here)\n", m.Integrity.CanonicalSHA256)
+		return
 	}
 	replay := ""
 	if res.Replay {

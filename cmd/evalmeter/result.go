@@ -1,0 +1,202 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"time"
+
+	"github.com/evalmeter/evalmeter/internal/metrics"
+)
+
+// resultFormat marks a result file and its version.
+const resultFormat = "1"
+
+// maxResultBytes bounds a result file: a run split into many parts of at
+// most metrics.MaxBodyBytes each, and the service's answers.
+const maxResultBytes = 64 << 20
+
+// savedResult is the file of submit --save-result: the requests as posted,
+// the service's answers as sent, and where they came from. It stays on the
+// customer's machine: the CI fields are never sent (the request is closed).
+type savedResult struct {
+	Format  string       `json:"evalmeter_result"`
+	RunID   string       `json:"run_id"`
+	Service string       `json:"service_url"`
+	SavedAt time.Time    `json:"saved_at"`
+	CI      *ciInfo      `json:"ci,omitempty"`
+	Parts   []resultPart `json:"parts"`
+}
+
+// resultPart is one posted request and the service's response body.
+type resultPart struct {
+	Request  json.RawMessage `json:"request"`
+	Response json.RawMessage `json:"response"`
+}
+
+// writeResult writes the file atomically, so that a CI artifact is never a
+// half-written file.
+func writeResult(path string, r *savedResult) error {
+	b, err := json.MarshalIndent(r, "", " ")
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".evalmeter-result-*")
+	if err != nil {
+		return fmt.Errorf("--save-result: %v", err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(append(b, '\n')); err != nil {
+		tmp.Close()
+		return fmt.Errorf("--save-result: %v", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("--save-result: %v", err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("--save-result: %v", err)
+	}
+	return nil
+}
+
+// isResult reports whether a JSON document is a result file.
+func isResult(b []byte) bool {
+	var probe struct {
+		Format *string `json:"evalmeter_result"`
+	}
+	return json.Unmarshal(b, &probe) == nil && probe.Format != nil
+}
+
+// readResult reads a result file and checks that each part's digest, which
+// the engine recomputes from the request, is the one the service answered.
+// It returns the service's digests in order.
+func readResult(path string) (*savedResult, []string, error) {
+	b, err := readBounded(path, maxResultBytes)
+	if err != nil {
+		return nil, nil, err
+	}
+	return parseResult(path, b)
+}
+
+func parseResult(path string, b []byte) (*savedResult, []string, error) {
+	var r savedResult
+	if !isResult(b) {
+		return nil, nil, fmt.Errorf("%s: not a result file of evalmeter submit --save-result", path)
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, nil, fmt.Errorf("%s: not a result file of evalmeter submit --save-result: %v", path, err)
+	}
+	if r.Format != resultFormat {
+		return nil, nil, fmt.Errorf("%s: result file version %q; this evalmeter reads version %s", path, r.Format, resultFormat)
+	}
+	if len(r.Parts) == 0 {
+		return nil, nil, fmt.Errorf("%s: the result file holds no part", path)
+	}
+	digests := make([]string, len(r.Parts))
+	for i, p := range r.Parts {
+		var resp struct {
+			Metrics *metrics.Metrics `json:"metrics"`
+		}
+		if err := json.Unmarshal(p.Response, &resp); err != nil || resp.Metrics == nil {
+			return nil, nil, fmt.Errorf("%s: part %d: the response is not a metrics response", path, i+1)
+		}
+		local, merr := checkRequest(p.Request)
+		if merr != nil {
+			return nil, nil, &mismatchError{fmt.Sprintf("%s: part %d: the saved request is not valid: %s", path, i+1, merr.Message)}
+		}
+		svc := resp.Metrics
+		if local.Integrity.CanonicalSHA256 != svc.Integrity.CanonicalSHA256 {
+			return nil, nil, &mismatchError{fmt.Sprintf("%s: part %d: the saved request's digest is %s, but the service answered for %s: the file was changed after the service answered",
+				path, i+1, local.Integrity.CanonicalSHA256, svc.Integrity.CanonicalSHA256)}
+		}
+		if local.Status.Counts != svc.Status.Counts || local.CaseCount != svc.CaseCount {
+			return nil, nil, &mismatchError{fmt.Sprintf("%s: part %d: the service's counts (%d cases, %+v) are not the engine's (%d cases, %+v) for the same request",
+				path, i+1, svc.CaseCount, svc.Status.Counts, local.CaseCount, local.Status.Counts)}
+		}
+		digests[i] = svc.Integrity.CanonicalSHA256
+	}
+	return &r, digests, nil
+}
+
+// mismatchError is a result that does not agree with its request: the
+// numbers cannot be tied to what the service computed.
+type mismatchError struct{ msg string }
+
+func (e *mismatchError) Error() string { return e.msg }
+
+// readBounded reads at most limit bytes of a file, and refuses a larger one.
+func readBounded(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", path, err)
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%s: larger than %d MiB", path, limit>>20)
+	}
+	return b, nil
+}
+
+// ciInfo is the CI job a submission ran in, read from the CI's standard
+// variables.
+type ciInfo struct {
+	System   string `json:"system"`
+	Commit   string `json:"commit,omitempty"`
+	Branch   string `json:"branch,omitempty"`
+	Pipeline string `json:"pipeline_id,omitempty"`
+}
+
+// ciSystems lists, per CI, the variable that says the job runs there and
+// the variables of its commit, branch and pipeline, the first set one
+// winning.
+var ciSystems = []struct {
+	name, marker             string
+	commit, branch, pipeline []string
+}{
+	{"github-actions", "GITHUB_ACTIONS", []string{"GITHUB_SHA"}, []string{"GITHUB_HEAD_REF", "GITHUB_REF_NAME"}, []string{"GITHUB_RUN_ID"}},
+	{"gitlab-ci", "GITLAB_CI", []string{"CI_COMMIT_SHA"}, []string{"CI_MERGE_REQUEST_SOURCE_BRANCH_NAME", "CI_COMMIT_REF_NAME"}, []string{"CI_PIPELINE_ID"}},
+	{"buildkite", "BUILDKITE", []string{"BUILDKITE_COMMIT"}, []string{"BUILDKITE_BRANCH"}, []string{"BUILDKITE_BUILD_ID"}},
+	{"jenkins", "JENKINS_URL", []string{"GIT_COMMIT"}, []string{"BRANCH_NAME", "GIT_BRANCH"}, []string{"BUILD_TAG", "BUILD_NUMBER"}},
+}
+
+// detectCI returns the CI job of the environment, nil outside CI.
+func detectCI(getenv func(string) string) *ciInfo {
+	first := func(names []string) string {
+		for _, n := range names {
+			if v := getenv(n); v != "" {
+				return v
+			}
+		}
+		return ""
+	}
+	for _, s := range ciSystems {
+		if getenv(s.marker) == "" {
+			continue
+		}
+		return &ciInfo{System: s.name, Commit: first(s.commit), Branch: first(s.branch), Pipeline: first(s.pipeline)}
+	}
+	return nil
+}
+
+var commitPattern = regexp.MustCompile(`^[0-9a-f]{7,64}$`)
+
+// runID is the default run id of a submission in CI: the commit's, so that
+// the service's record names what was evaluated. "" when the CI gives no
+// commit id.
+func (ci *ciInfo) runID() string {
+	if ci == nil || !commitPattern.MatchString(ci.Commit) {
+		return ""
+	}
+	c := ci.Commit
+	if len(c) > 12 {
+		c = c[:12]
+	}
+	return "commit-" + c
+}
