@@ -60,6 +60,9 @@ test: verify-fmt vet verify-generated unit fuzz ## Run every test: formatting, v
 unit: ## Run the unit and integration tests (real PostgreSQL, kube-apiserver and etcd) with the race detector and coverage.
 	@# Once, before test packages start PostgreSQL clusters in parallel (and race for dpkg).
 	hack/postgres.sh install
+	@# ./ci runs the GitLab template in busybox's sh and wget, as in a small image.
+	@command -v busybox >/dev/null || { [ "$$(id -u)" -eq 0 ] && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq busybox; } \
+		|| { echo "busybox is needed by the tests of ./ci: apt-get install busybox"; exit 1; }
 	@# Before go test, whose 10-minute bound per package a first build of promtool would eat into.
 	@test -x $(LOCALBIN)/promtool || $(MAKE) promtool
 	KUBEBUILDER_ASSETS="$$(hack/envtest.sh)" $(GO) test -race -count=1 -coverprofile cover.out ./...
@@ -112,7 +115,7 @@ build: $(LOCALBIN) ## Build bin/evalmeter.
 	$(GO) build -o $(LOCALBIN)/evalmeter ./cmd/evalmeter
 
 .PHONY: dist
-dist: ## Build static evalmeter binaries for linux, darwin and windows on amd64 and arm64 into dist/, with SHA256SUMS.
+dist: ## Build static evalmeter binaries for linux, darwin and windows on amd64 and arm64, and the CI script, into dist/ (DIST_DIR), with SHA256SUMS; PLATFORMS and VERSION choose.
 	GO=$(GO) hack/dist.sh
 
 # Helm at go.mod's version, with the Kubernetes version its library was built against.
