@@ -65,7 +65,9 @@ unit: ## Run the unit and integration tests (real PostgreSQL, kube-apiserver and
 		|| { echo "busybox is needed by the tests of ./ci: apt-get install busybox"; exit 1; }
 	@# Before go test, whose 10-minute bound per package a first build of promtool would eat into.
 	@test -x $(LOCALBIN)/promtool || $(MAKE) promtool
-	KUBEBUILDER_ASSETS="$$(hack/envtest.sh)" $(GO) test -race -count=1 -coverprofile cover.out ./...
+	@# The same for the release of make dist that ./ci's tests install (EVALMETER_TEST_RELEASE).
+	$(MAKE) -s dist DIST_DIR=$(LOCALBIN)/test-release PLATFORMS=$$($(GO) env GOOS)/$$($(GO) env GOARCH) VERSION=v0.0.0-test
+	EVALMETER_TEST_RELEASE=$(LOCALBIN)/test-release KUBEBUILDER_ASSETS="$$(hack/envtest.sh)" $(GO) test -race -count=1 -coverprofile cover.out ./...
 
 .PHONY: envtest
 envtest: ## Build the kube-apiserver and etcd of envtest from source, once (cached in bin/k8s); print their directory.

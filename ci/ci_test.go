@@ -8,6 +8,7 @@ package ci_test
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"net/http"
@@ -47,15 +48,40 @@ type release struct {
 	dir, url, bin string
 }
 
+// makeRelease runs make dist for this machine's platform, or takes the release that
+// make unit built before go test (EVALMETER_TEST_RELEASE), whose CI script must be
+// this tree's.
 func makeRelease(t *testing.T) *release {
 	t.Helper()
-	dir := t.TempDir()
-	cmd := exec.Command("make", "-s", "dist", "DIST_DIR="+dir, "PLATFORMS="+runtime.GOOS+"/"+runtime.GOARCH, "VERSION="+version)
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("make dist: %v\n%s", err, out)
+	dir := os.Getenv("EVALMETER_TEST_RELEASE")
+	if dir == "" {
+		dir = t.TempDir()
+		cmd := exec.Command("make", "-s", "dist", "DIST_DIR="+dir, "PLATFORMS="+runtime.GOOS+"/"+runtime.GOARCH, "VERSION="+version)
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("make dist: %v\n%s", err, out)
+		}
 	}
-	return &release{dir: dir, url: serve(t, dir), bin: filepath.Join(dir, "evalmeter-"+version+"-"+runtime.GOOS+"-"+runtime.GOARCH)}
+	script, err := os.ReadFile(filepath.Join(root, "ci", "evalmeter-ci.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shipped, err := os.ReadFile(filepath.Join(dir, "evalmeter-ci.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(shipped, script) {
+		t.Fatalf("%s is not a release of this tree (its evalmeter-ci.sh is not ci/evalmeter-ci.sh): run make dist", dir)
+	}
+	sums, err := os.ReadFile(filepath.Join(dir, "SHA256SUMS"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := regexp.MustCompile(`evalmeter-\S+-` + runtime.GOOS + `-` + runtime.GOARCH + `\n`).Find(sums)
+	if name == nil {
+		t.Fatalf("%s/SHA256SUMS lists no binary for %s/%s:\n%s", dir, runtime.GOOS, runtime.GOARCH, sums)
+	}
+	return &release{dir: dir, url: serve(t, dir), bin: filepath.Join(dir, strings.TrimSpace(string(name)))}
 }
 
 // serve serves dir over loopback HTTP until the test ends and returns its URL.
@@ -163,7 +189,8 @@ func newGitHubJob(t *testing.T, event, sha, branch string) *githubJob {
 		"CI": "true", "GITHUB_ACTIONS": "true", "GITHUB_EVENT_NAME": event, "GITHUB_SHA": sha,
 		"GITHUB_REF_NAME": branch, "GITHUB_RUN_ID": "7001", "GITHUB_WORKSPACE": j.workspace,
 		"GITHUB_STEP_SUMMARY": j.summary, "GITHUB_OUTPUT": j.output, "GITHUB_PATH": j.path,
-		"RUNNER_TEMP": filepath.Join(dir, "runner-temp"), "RUNNER_OS": "Linux",
+		// A backslash, as in the paths of Windows runners (D:\a\_temp).
+		"RUNNER_TEMP": filepath.Join(dir, `runner\temp`), "RUNNER_OS": "Linux",
 	} {
 		j.env[k] = v
 	}
@@ -307,15 +334,18 @@ func testGitHubAction(t *testing.T, rel *release) {
 	bad := newGitHubJob(t, "push", "0000000000000000000000000000000000000000", "main")
 	in := inputs(junit(t, bad.workspace, "results.xml", 3, baselineFails), "")
 	in["max-drop"] = "two"
-	if status, log, _ := bad.runAction(t, in); status != 2 || !strings.Contains(log, `max-drop (EVALMETER_CI_MAX_DROP) is "two": give points, e.g. 2`) || strings.Contains(log, "installed") {
+	if status, log, _ := bad.runAction(t, in); status != 2 || !strings.Contains(log, `max-drop (EVALMETER_CI_MAX_DROP) is "two": give points between 0 and 100, e.g. 2`) || strings.Contains(log, "installed") {
 		t.Errorf("max-drop two: status %d\n%s", status, log)
 	}
 
-	// The default branch: no baseline yet. A warning, and the result kept.
+	// The default branch: no baseline yet. A warning, and the result kept. The release
+	// is pinned by the SHA-256 of its SHA256SUMS.
 	main := newGitHubJob(t, "push", "1111111111111111111111111111111111111111", "main")
 	results := junit(t, main.workspace, "results.xml", 80, baselineFails)
-	status, log, out := main.runAction(t, inputs(results, "baseline/evalmeter-result.json"))
-	if status != 0 || !strings.Contains(log, "::warning title=evalmeter::no baseline at baseline/evalmeter-result.json") ||
+	in = inputs(results, "baseline/evalmeter-result.json")
+	in["release-sha256"] = fileSHA256(t, filepath.Join(rel.dir, "SHA256SUMS"))
+	status, log, out := main.runAction(t, in)
+	if status != 0 || !strings.Contains(log, "::warning title=evalmeter::no baseline at baseline/evalmeter-result.json (the default branch's first result, or a wrong path?)") ||
 		!strings.Contains(log, "gate status.pass_rate>=0.5: pass") || out["result-file"] != "evalmeter-result.json" || out["verdict"] != "" {
 		t.Fatalf("main: status %d, outputs %v\n%s", status, out, log)
 	}
@@ -377,7 +407,7 @@ func testGitHubAction(t *testing.T, rel *release) {
 		in := inputs(results, baseline)
 		in["submit"], in["url"], in["api-key"] = "dry-run", "", ""
 		status, log, out := pr.runAction(t, in)
-		if status != 3 || out["verdict"] != "regression" || out["result-file"] != "" || !strings.Contains(log, "nothing posted, no credit spent") {
+		if status != 3 || out["verdict"] != "regression" || out["result-file"] != "evalmeter-result.json" || !strings.Contains(log, "nothing posted, no credit spent") {
 			t.Fatalf("status %d, outputs %v\n%s", status, out, log)
 		}
 		// The baseline's digest is the service's; the candidate's was computed here.
@@ -388,9 +418,27 @@ func testGitHubAction(t *testing.T, rel *release) {
 	})
 }
 
+func fileSHA256(t *testing.T, path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("%x", sha256.Sum256(b))
+}
+
 // testTamperedRelease: a binary that is not the one SHA256SUMS lists is neither
-// installed nor run.
+// installed nor run, and neither is a release that is not the one pinned.
 func testTamperedRelease(t *testing.T, rel *release) {
+	t.Run("pinned", func(t *testing.T) {
+		job := newGitHubJob(t, "push", "5555555555555555555555555555555555555555", "main")
+		results := junit(t, job.workspace, "results.xml", 3, baselineFails)
+		status, log, _ := job.runAction(t, map[string]string{"download-url": rel.url, "results": results, "submit": "dry-run",
+			"release-sha256": strings.Repeat("ab", 32)})
+		if status != 2 || !strings.Contains(log, "not the release you pinned") || strings.Contains(log, "dry run") {
+			t.Fatalf("status %d\n%s", status, log)
+		}
+	})
+
 	dir := t.TempDir()
 	src := rel.dir
 	entries, err := os.ReadDir(src)
@@ -402,7 +450,7 @@ func testTamperedRelease(t *testing.T, rel *release) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if strings.HasPrefix(e.Name(), "evalmeter-"+version) {
+		if filepath.Join(src, e.Name()) == rel.bin {
 			b = append(b, 0) // still runs; not the release
 		}
 		os.WriteFile(filepath.Join(dir, e.Name()), b, 0o755)
@@ -464,7 +512,7 @@ func gitlabTemplate(t *testing.T, inputs map[string]string) (env map[string]stri
 			t.Fatalf("the template has no input %q", name)
 		}
 	}
-	interpolation := regexp.MustCompile(`\$\[\[\s*inputs\.([a-z-]+)\s*\]\]`)
+	interpolation := regexp.MustCompile(`\$\[\[\s*inputs\.([a-z0-9_-]+)\s*\]\]`)
 	var doc map[string]struct {
 		Variables map[string]string `json:"variables"`
 		Script    []string          `json:"script"`
@@ -477,7 +525,7 @@ func gitlabTemplate(t *testing.T, inputs map[string]string) (env map[string]stri
 		t.Fatal("the template has no job evalmeter")
 	}
 	interpolate := func(s string) string {
-		return interpolation.ReplaceAllStringFunc(s, func(m string) string {
+		s = interpolation.ReplaceAllStringFunc(s, func(m string) string {
 			name := interpolation.FindStringSubmatch(m)[1]
 			v, ok := values[name]
 			if !ok {
@@ -485,6 +533,10 @@ func gitlabTemplate(t *testing.T, inputs map[string]string) (env map[string]stri
 			}
 			return v
 		})
+		if strings.Contains(s, "$[[") {
+			t.Fatalf("an interpolation this test does not read: %s", s)
+		}
+		return s
 	}
 	env = map[string]string{}
 	for k, v := range job.Variables {
@@ -512,9 +564,14 @@ type gitlab struct {
 	artifacts map[string]string // branch -> the workspace of its last evalmeter job
 	requests  []string
 	url       string
+	// free: the artifacts API refuses job tokens, as GitLab's Free tier does.
+	free bool
 }
 
-const jobToken = "glcbt-64-secret-job-token"
+const (
+	jobToken     = "glcbt-64-secret-job-token"
+	projectToken = "glpat-secret-project-token"
+)
 
 func newGitLab(t *testing.T) *gitlab {
 	g := &gitlab{artifacts: map[string]string{}}
@@ -522,7 +579,7 @@ func newGitLab(t *testing.T) *gitlab {
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		g.requests = append(g.requests, r.URL.RequestURI())
-		if r.Header.Get("JOB-TOKEN") != jobToken {
+		if !(r.Header.Get("PRIVATE-TOKEN") == projectToken || !g.free && r.Header.Get("JOB-TOKEN") == jobToken) {
 			http.Error(w, `{"message":"401 Unauthorized"}`, http.StatusUnauthorized)
 			return
 		}
@@ -548,7 +605,7 @@ func newGitLab(t *testing.T) *gitlab {
 
 // gitlabJob runs the template's job of a pipeline on branch in a small image's shell:
 // busybox sh with busybox's applets only (wget, no curl), as in alpine.
-func (g *gitlab) runJob(t *testing.T, branch, sha string, failing func(int) bool, inputs map[string]string, apiKey string) (int, string, string) {
+func (g *gitlab) runJob(t *testing.T, branch, sha string, failing func(int) bool, inputs, variables map[string]string) (int, string, string) {
 	t.Helper()
 	busybox, err := exec.LookPath("busybox")
 	if err != nil {
@@ -566,8 +623,11 @@ func (g *gitlab) runJob(t *testing.T, branch, sha string, failing func(int) bool
 		"CI": "true", "GITLAB_CI": "true", "CI_COMMIT_SHA": sha, "CI_COMMIT_REF_NAME": branch,
 		"CI_DEFAULT_BRANCH": "main", "CI_PIPELINE_ID": "501", "CI_JOB_NAME": "evalmeter",
 		"CI_PROJECT_DIR": workspace, "CI_PROJECT_ID": "42", "CI_API_V4_URL": g.url + "/api/v4",
-		"CI_JOB_TOKEN": jobToken, "EVALMETER_API_KEY": apiKey,
+		"CI_JOB_TOKEN": jobToken,
 	} {
+		env[k] = v
+	}
+	for k, v := range variables { // the project's CI/CD variables
 		env[k] = v
 	}
 	for k, v := range vars { // the runner expands variables in variables
@@ -588,25 +648,26 @@ func (g *gitlab) runJob(t *testing.T, branch, sha string, failing func(int) bool
 }
 
 // testGitLabTemplate: a merge request's pipeline compares its result with the default
-// branch's last one, fetched with the job token.
+// branch's last one, fetched with the job token, or on GitLab Free with a project token.
 func testGitLabTemplate(t *testing.T, rel *release) {
 	url, key := service(t, rel)
 	g := newGitLab(t)
 	inputs := map[string]string{"download-url": rel.url, "url": url, "results": "results.xml", "from": "junit"}
+	variables := map[string]string{"EVALMETER_API_KEY": key}
 
 	// A merge request before the default branch has a result: nothing to compare.
-	status, log, _ := g.runJob(t, "first-change", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", baselineFails, inputs, key)
-	if status != 0 || !strings.Contains(log, "warning: no evalmeter-result.json of job evalmeter on main to compare with") {
+	status, log, _ := g.runJob(t, "first-change", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", baselineFails, inputs, variables)
+	if status != 0 || !strings.Contains(log, "warning: no evalmeter-result.json of job evalmeter in the last successful pipeline of main") {
 		t.Fatalf("before main: status %d\n%s", status, log)
 	}
 
-	status, log, _ = g.runJob(t, "main", "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb", baselineFails, inputs, key)
+	status, log, _ = g.runJob(t, "main", "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb", baselineFails, inputs, variables)
 	if status != 0 || !strings.Contains(log, "this result is the next baseline; nothing compared") || !strings.Contains(log, "evalmeter-ci.sh: OK") {
 		t.Fatalf("main: status %d\n%s", status, log)
 	}
 
 	// The change breaks 5 tasks, and is on a branch with a slash.
-	status, log, ws := g.runJob(t, "feature/agent-v2", "cccccccccccccccccccccccccccccccccccccccc", regressionFails, inputs, key)
+	status, log, ws := g.runJob(t, "feature/agent-v2", "cccccccccccccccccccccccccccccccccccccccc", regressionFails, inputs, variables)
 	if status != 3 || !strings.Contains(log, "baseline: the last evalmeter-result.json of job evalmeter on main") || !strings.Contains(log, "verdict: regression") {
 		t.Fatalf("merge request: status %d\n%s", status, log)
 	}
@@ -617,6 +678,21 @@ func testGitLabTemplate(t *testing.T, rel *release) {
 	if strings.Contains(log, key) || strings.Contains(log, jobToken) {
 		t.Errorf("the log holds a secret:\n%s", log)
 	}
+
+	// GitLab Free: the job token cannot read artifacts. Say what to do; then do it.
+	g.mu.Lock()
+	g.free = true
+	g.mu.Unlock()
+	status, log, _ = g.runJob(t, "feature/agent-v3", "dddddddddddddddddddddddddddddddddddddddd", regressionFails, inputs, variables)
+	if status != 2 || !strings.Contains(log, "GitLab refused to read main's artifacts (401): CI_JOB_TOKEN reads them on GitLab Premium and Ultimate only; elsewhere set EVALMETER_CI_GITLAB_TOKEN") {
+		t.Fatalf("free tier: status %d\n%s", status, log)
+	}
+	variables["EVALMETER_CI_GITLAB_TOKEN"] = projectToken
+	status, log, _ = g.runJob(t, "feature/agent-v3", "dddddddddddddddddddddddddddddddddddddddd", regressionFails, inputs, variables)
+	if status != 3 || !strings.Contains(log, "verdict: regression") || strings.Contains(log, projectToken) {
+		t.Fatalf("free tier with a project token: status %d\n%s", status, log)
+	}
+
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if want := "/api/v4/projects/42/jobs/artifacts/main/raw/evalmeter-result.json?job=evalmeter"; !contains(g.requests, want) {

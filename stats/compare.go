@@ -16,12 +16,14 @@ type Case struct {
 	Cost *float64
 }
 
-// key is the case's unit of analysis: its repeat group, else itself.
+// key is the case's unit of analysis: its repeat group, else itself. The two
+// kinds of key are kept apart, so that a case whose id is "t1" and has no
+// group is not taken for repeat group "t1".
 func (c *Case) key() string {
 	if c.Group != "" {
-		return c.Group
+		return "group:" + c.Group
 	}
-	return c.ID
+	return "case:" + c.ID
 }
 
 // RunSummary is one run on its own.
@@ -301,16 +303,26 @@ const (
 //  3. ci_95 lo > 0: Improvement;
 //  4. ci_95 lo < −maxDrop: Inconclusive;
 //  5. otherwise NoChange.
+//
+// Each comparison is strict by more than Epsilon, so that a figure that equals
+// a bound in exact arithmetic (a drop of exactly 2 points, an interval of
+// width 0 at 0) is on the same side of it whatever the rounding of its sums.
 func (p *PassDifference) Verdict(maxDrop float64) Verdict {
+	below := func(v, bound float64) bool { return v < bound-Epsilon }
 	switch {
 	case p.CI95 == nil:
 		return Inconclusive
-	case p.CI95.Hi() < 0 && *p.Diff < -maxDrop:
+	case below(p.CI95.Hi(), 0) && below(*p.Diff, -maxDrop):
 		return Regression
-	case p.CI95.Lo() > 0:
+	case below(0, p.CI95.Lo()):
 		return Improvement
-	case p.CI95.Lo() < -maxDrop:
+	case below(p.CI95.Lo(), -maxDrop):
 		return Inconclusive
 	}
 	return NoChange
 }
+
+// Epsilon is the margin of the verdict's comparisons: far below any
+// difference that a count of cases can make (1/G for G groups), far above
+// the rounding of a float64 sum.
+const Epsilon = 1e-9

@@ -120,8 +120,10 @@ type compareRun struct {
 	// (one per part of a split run).
 	digests []string
 	// verifiedBy is the result file whose service digests equal digests;
-	// "" when none was given.
+	// "" when none was given, or the result is a dry run's.
 	verifiedBy string
+	// isResult: the run was read from a result file.
+	isResult bool
 }
 
 // runError carries the exit status of a run that cannot be compared.
@@ -155,6 +157,9 @@ func loadRun(label, path, resultPath string, rf *requestFlags, stderr io.Writer)
 		if saved, savedDigests, err = readResult(resultPath); err != nil {
 			return nil, fmt.Errorf("%s: %w", label, err)
 		}
+		if saved.DryRun {
+			return nil, &runError{2, fmt.Errorf("%s: %s is the result of a dry run: it holds no answer of the service to check against; give it as the run itself", label, resultPath)}
+		}
 	}
 
 	var run *compareRun
@@ -168,8 +173,8 @@ func loadRun(label, path, resultPath string, rf *requestFlags, stderr io.Writer)
 		return nil, fmt.Errorf("%s: %w", label, err)
 	}
 	if saved != nil {
-		if run.verifiedBy != "" {
-			return nil, fmt.Errorf("%s: %s is itself a result file: leave out --result-%s", label, path, label)
+		if run.isResult {
+			return nil, &runError{2, fmt.Errorf("%s: %s is itself a result file: leave out --result-%s", label, path, label)}
 		}
 		if !slices.Equal(run.digests, savedDigests) {
 			return nil, &mismatchError{fmt.Sprintf("%s: the digest of %s is %s, but the service answered %s for the request in %s: that result is of another request (convert with the same --run-id, --hash-ids and files as the submission)",
@@ -226,7 +231,10 @@ func readRun(path string) (*compareRun, error) {
 		if err != nil {
 			return nil, err
 		}
-		run := &compareRun{path: path, format: "result", runID: saved.RunID, digests: digests, verifiedBy: path}
+		run := &compareRun{path: path, format: "result", runID: saved.RunID, digests: digests, verifiedBy: path, isResult: true}
+		if saved.DryRun {
+			run.format, run.verifiedBy = "dry-run result", ""
+		}
 		for i, p := range saved.Parts {
 			var req convert.Request
 			if err := json.Unmarshal(p.Request, &req); err != nil {
@@ -317,6 +325,8 @@ type compareReport struct {
 	MaxDrop      float64       `json:"max_drop"`
 	Verdict      stats.Verdict `json:"verdict"`
 	Message      string        `json:"message"`
+	// Notes are cautions about the verdict (see compareReport.notes).
+	Notes []string `json:"notes"`
 }
 
 type runReport struct {
@@ -362,6 +372,7 @@ func newCompareReport(base, cand *compareRun, cmp *stats.Comparison, maxDrop flo
 		rep.CostCurrency = cand.currency
 	}
 	rep.Message = verdictMessage(rep)
+	rep.Notes = rep.notes()
 	return rep
 }
 
@@ -403,6 +414,9 @@ func verdictMessage(r *compareReport) string {
 			return fmt.Sprintf("inconclusive: %d group(s) in both runs; a standard error needs at least 2, so too few cases to rule out a drop of %s points", p.Groups, x)
 		}
 		return fmt.Sprintf("inconclusive: too few cases to rule out a drop of %s points (95%% CI %s; this comparison detects drops of %s points or more)", x, ptsInterval(p.CI95), pts1(*p.DetectableDrop))
+	}
+	if p.CI95.Hi() < 0 { // a real drop, but within the tolerance: say so
+		return fmt.Sprintf("no change beyond %s points: the pass rate dropped by %s points (95%% CI %s), within the %s tolerated", x, pts1(-*p.Diff), ptsInterval(p.CI95), x)
 	}
 	return fmt.Sprintf("no change beyond %s points (95%% CI %s)", x, ptsInterval(p.CI95))
 }
@@ -464,7 +478,7 @@ func (r *compareReport) writeText(w io.Writer) {
 	tw.Flush()
 	writePassAtK(w, r)
 	if r.Unmatched != (stats.Unmatched{}) {
-		fmt.Fprintf(w, "\nunmatched: %d cases only in the baseline, %d only in the candidate (counted in each run's own figures, not in the paired ones)\n", r.Unmatched.BaselineOnly, r.Unmatched.CandidateOnly)
+		fmt.Fprintf(w, "\nunmatched: %d cases only in the baseline, %d only in the candidate (counted in each run's own figures; in the paired ones only through a repeat group both runs have)\n", r.Unmatched.BaselineOnly, r.Unmatched.CandidateOnly)
 	}
 	for _, x := range []*runReport{&r.Baseline, &r.Candidate} {
 		how := "computed here"
@@ -474,20 +488,29 @@ func (r *compareReport) writeText(w io.Writer) {
 		fmt.Fprintf(w, "digest of %s: %s (%s)\n", x.RunID, strings.Join(x.Digests, ", "), how)
 	}
 	fmt.Fprintf(w, "\nverdict: %s\n", r.Message)
-	if n := r.mcnemarNote(); n != "" {
+	for _, n := range r.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
 	}
 }
 
-// mcnemarNote warns when the exact test disagrees with a regression or an
-// improvement found by the interval, which leans on a normal approximation
-// that few flips make optimistic. The verdict stays the interval's.
-func (r *compareReport) mcnemarNote() string {
+// notes are cautions about the verdict, which stays the rules' verdict:
+//   - McNemar's exact test does not confirm a regression or an improvement
+//     that the interval found, with its normal approximation, on few flips;
+//   - the interval has no width: every group changed by the same amount, so
+//     the paired standard error says nothing of changes too rare to have
+//     happened in G groups (up to 3/G of them, the rule of three).
+func (r *compareReport) notes() []string {
 	p := &r.Paired
-	if (r.Verdict != stats.Regression && r.Verdict != stats.Improvement) || p.McNemarGroups != p.Groups || p.McNemarP < 0.05 {
-		return ""
+	notes := []string{}
+	if (r.Verdict == stats.Regression || r.Verdict == stats.Improvement) && p.McNemarGroups == p.Groups && p.McNemarP >= 0.05 {
+		notes = append(notes, fmt.Sprintf("McNemar's exact test does not confirm this at the 5%% level (p = %.3g, %d flips): with so few flips, treat the verdict with care",
+			p.McNemarP, p.Flips.PassToFail+p.Flips.FailToPass))
 	}
-	return fmt.Sprintf("McNemar's exact test does not confirm this at the 5%% level (p = %.3g, %d flips): with so few flips, treat the verdict with care", p.McNemarP, p.Flips.PassToFail+p.Flips.FailToPass)
+	if p.SE != nil && *p.SE < stats.Epsilon {
+		notes = append(notes, fmt.Sprintf("every one of the %d groups changed by the same amount (%s points), so the interval has no width: changes in up to %s%% of the groups (3/G, the rule of three) could go unseen in a comparison this size",
+			p.Groups, pts(*p.Diff), strconv.FormatFloat(100*3/float64(p.Groups), 'g', 3, 64)))
+	}
+	return notes
 }
 
 func writePassAtK(w io.Writer, r *compareReport) {
@@ -554,7 +577,7 @@ func (r *compareReport) writeMarkdown(w io.Writer) {
 	listCases(w, "Fail → pass", r.FlippedCases.FailToPass)
 	listCases(w, "Only in the baseline", r.UnmatchedCases.BaselineOnly)
 	listCases(w, "Only in the candidate", r.UnmatchedCases.CandidateOnly)
-	if n := r.mcnemarNote(); n != "" {
+	for _, n := range r.Notes {
 		fmt.Fprintf(w, "\n%s\n", upperFirst(n))
 	}
 	fmt.Fprintf(w, "\n<sub>Tolerated drop: %s points. Computed by `evalmeter compare` on the CI machine, from ids and outcomes only.</sub>\n", points(r.MaxDrop))

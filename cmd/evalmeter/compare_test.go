@@ -3,8 +3,10 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -272,4 +274,143 @@ func TestCompareServiceResults(t *testing.T) {
 	if status != 1 || !strings.Contains(stderr, "the file was changed after the service answered") {
 		t.Errorf("edited result: %d\n%s", status, stderr)
 	}
+}
+
+// TestCompareDropWithinTolerance: a real drop smaller than --max-drop is no_change,
+// and the message says it is real.
+func TestCompareDropWithinTolerance(t *testing.T) {
+	base := writeRequest(t, "base", statuses(400, 0)...)
+	cand := writeRequest(t, "cand", statuses(400, 20)...)
+	status, rep, stderr := compareJSON(t, "--max-drop", "10", base, cand)
+	want := "no change beyond 10 points: the pass rate dropped by 5.0 points (95% CI -7.1 to -2.9), within the 10 tolerated"
+	if status != 0 || rep == nil || rep.Verdict != stats.NoChange || rep.Message != want {
+		t.Errorf("status %d, report %+v; want the message %q\n%s", status, rep, want, stderr)
+	}
+}
+
+// TestCompareNotes: the cautions that go with a verdict.
+func TestCompareNotes(t *testing.T) {
+	for _, tc := range []struct {
+		name                string
+		baseline, candidate []string
+		want                string
+	}{
+		{"no width", statuses(40, 4), statuses(40, 4), "every one of the 40 groups changed by the same amount (+0.0 points), so the interval has no width: changes in up to 7.5% of the groups (3/G, the rule of three) could go unseen"},
+		{"few flips", statuses(80, 0), statuses(80, 5), "McNemar's exact test does not confirm this at the 5% level (p = 0.0625, 5 flips)"},
+		{"none", statuses(400, 40), statuses(400, 45), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, rep, stderr := compareJSON(t, writeRequest(t, "base", tc.baseline...), writeRequest(t, "cand", tc.candidate...))
+			if rep == nil {
+				t.Fatal(stderr)
+			}
+			got := strings.Join(rep.Notes, "\n")
+			if tc.want == "" && got != "" || !strings.Contains(got, tc.want) {
+				t.Errorf("notes %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestCompareVectors runs stats' independent vectors through the command: as
+// metrics request files, read and mapped to stats.Case by compare itself, with
+// every figure of the vector in the JSON output to 1e-9. Vectors that make no
+// valid request (an empty run, more than 500 cases) are left to stats' own test.
+func TestCompareVectors(t *testing.T) {
+	b, err := os.ReadFile("../../stats/testdata/compare-vectors.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file struct {
+		Vectors []struct {
+			Name                string
+			MaxDrop             float64 `json:"max_drop"`
+			Baseline, Candidate []map[string]any
+			Expect              map[string]any
+		}
+	}
+	if err := json.Unmarshal(b, &file); err != nil {
+		t.Fatal(err)
+	}
+	request := func(runID string, cases []map[string]any) string {
+		req := map[string]any{"run_id": runID}
+		var out []map[string]any
+		for _, c := range cases {
+			rc := map[string]any{"case_id": c["id"], "status": c["status"], "latency_ms": c["latency_ms"]}
+			for from, to := range map[string]string{"group": "repeat_group", "input_tokens": "input_tokens", "output_tokens": "output_tokens", "cost": "cost"} {
+				if v, ok := c[from]; ok {
+					rc[to] = v
+				}
+			}
+			if _, ok := c["cost"]; ok {
+				req["cost_currency"] = "EUR"
+			}
+			out = append(out, rc)
+		}
+		req["cases"] = out
+		body, err := json.Marshal(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(t.TempDir(), runID+".json")
+		os.WriteFile(p, body, 0o600)
+		return p
+	}
+	ran := 0
+	for _, v := range file.Vectors {
+		if n, m := len(v.Baseline), len(v.Candidate); n == 0 || m == 0 || n > 500 || m > 500 {
+			continue
+		}
+		ran++
+		t.Run(v.Name, func(t *testing.T) {
+			maxDrop := strconv.FormatFloat(100*v.MaxDrop, 'f', -1, 64)
+			_, stdout, stderr := evalmeter(t, "compare", "--output", "json", "--max-drop", maxDrop, request("base", v.Baseline), request("cand", v.Candidate))
+			var got map[string]any
+			if err := json.Unmarshal([]byte(stdout), &got); err != nil {
+				t.Fatalf("%v\n%s", err, stderr)
+			}
+			for _, d := range jsonDiffs("", v.Expect, got) {
+				t.Error(d)
+			}
+		})
+	}
+	if ran < 30 {
+		t.Errorf("only %d vectors make valid requests", ran)
+	}
+}
+
+// jsonDiffs lists where got lacks or differs from want: numbers within 1e-9,
+// objects compared on want's members only.
+func jsonDiffs(path string, want, got any) []string {
+	switch w := want.(type) {
+	case map[string]any:
+		g, ok := got.(map[string]any)
+		if !ok {
+			return []string{fmt.Sprintf("%s: %v, want an object", path, got)}
+		}
+		var diffs []string
+		for k, wv := range w {
+			diffs = append(diffs, jsonDiffs(path+"."+k, wv, g[k])...)
+		}
+		return diffs
+	case []any:
+		g, ok := got.([]any)
+		if !ok || len(g) != len(w) {
+			return []string{fmt.Sprintf("%s: %v, want %v", path, got, want)}
+		}
+		var diffs []string
+		for i := range w {
+			diffs = append(diffs, jsonDiffs(fmt.Sprintf("%s[%d]", path, i), w[i], g[i])...)
+		}
+		return diffs
+	case float64:
+		if g, ok := got.(float64); !ok || math.Abs(g-w) > 1e-9 {
+			return []string{fmt.Sprintf("%s: %v, want %.17g", path, got, w)}
+		}
+		return nil
+	}
+	if want != got {
+		return []string{fmt.Sprintf("%s: %v, want %v", path, got, want)}
+	}
+	return nil
 }

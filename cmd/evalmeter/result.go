@@ -22,10 +22,12 @@ const maxResultBytes = 64 << 20
 // savedResult is the file of submit --save-result: the requests as posted,
 // the service's answers as sent, and where they came from. It stays on the
 // customer's machine: the CI fields are never sent (the request is closed).
+// A dry run's file holds the requests alone (DryRun, no responses).
 type savedResult struct {
 	Format  string       `json:"evalmeter_result"`
 	RunID   string       `json:"run_id"`
-	Service string       `json:"service_url"`
+	Service string       `json:"service_url,omitempty"`
+	DryRun  bool         `json:"dry_run,omitempty"`
 	SavedAt time.Time    `json:"saved_at"`
 	CI      *ciInfo      `json:"ci,omitempty"`
 	Parts   []resultPart `json:"parts"`
@@ -34,32 +36,58 @@ type savedResult struct {
 // resultPart is one posted request and the service's response body.
 type resultPart struct {
 	Request  json.RawMessage `json:"request"`
-	Response json.RawMessage `json:"response"`
+	Response json.RawMessage `json:"response,omitempty"`
 }
 
-// writeResult writes the file atomically, so that a CI artifact is never a
+// resultFile is a result file being written: created before anything is
+// posted, so that a path that cannot be written fails before a credit is
+// spent, and renamed into place whole, so that a CI artifact is never a
 // half-written file.
-func writeResult(path string, r *savedResult) error {
+type resultFile struct {
+	path string
+	tmp  *os.File
+}
+
+func createResult(path string) (*resultFile, error) {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".evalmeter-result-*")
+	if err != nil {
+		return nil, fmt.Errorf("--save-result: %v", err)
+	}
+	return &resultFile{path: path, tmp: tmp}, nil
+}
+
+// commit writes r and renames the file into place.
+func (f *resultFile) commit(r *savedResult) error {
+	defer f.abort()
 	b, err := json.MarshalIndent(r, "", " ")
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".evalmeter-result-*")
-	if err != nil {
+	if _, err := f.tmp.Write(append(b, '\n')); err != nil {
 		return fmt.Errorf("--save-result: %v", err)
 	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(append(b, '\n')); err != nil {
-		tmp.Close()
+	if err := f.tmp.Close(); err != nil {
 		return fmt.Errorf("--save-result: %v", err)
 	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("--save-result: %v", err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
+	if err := os.Rename(f.tmp.Name(), f.path); err != nil {
 		return fmt.Errorf("--save-result: %v", err)
 	}
 	return nil
+}
+
+// abort removes the temporary file, unless commit renamed it.
+func (f *resultFile) abort() {
+	f.tmp.Close()
+	os.Remove(f.tmp.Name())
+}
+
+// writeResult writes a result file at once.
+func writeResult(path string, r *savedResult) error {
+	f, err := createResult(path)
+	if err != nil {
+		return err
+	}
+	return f.commit(r)
 }
 
 // isResult reports whether a JSON document is a result file.
@@ -72,7 +100,8 @@ func isResult(b []byte) bool {
 
 // readResult reads a result file and checks that each part's digest, which
 // the engine recomputes from the request, is the one the service answered.
-// It returns the service's digests in order.
+// It returns the digests in order: the service's, or for a dry run's file the
+// engine's.
 func readResult(path string) (*savedResult, []string, error) {
 	b, err := readBounded(path, maxResultBytes)
 	if err != nil {
@@ -97,15 +126,22 @@ func parseResult(path string, b []byte) (*savedResult, []string, error) {
 	}
 	digests := make([]string, len(r.Parts))
 	for i, p := range r.Parts {
+		local, merr := checkRequest(p.Request)
+		if merr != nil {
+			return nil, nil, &mismatchError{fmt.Sprintf("%s: part %d: the saved request is not valid: %s", path, i+1, merr.Message)}
+		}
+		if r.DryRun {
+			if len(p.Response) > 0 {
+				return nil, nil, &mismatchError{fmt.Sprintf("%s: part %d: a dry run's result holds a response: the file was changed", path, i+1)}
+			}
+			digests[i] = local.Integrity.CanonicalSHA256
+			continue
+		}
 		var resp struct {
 			Metrics *metrics.Metrics `json:"metrics"`
 		}
 		if err := json.Unmarshal(p.Response, &resp); err != nil || resp.Metrics == nil {
 			return nil, nil, fmt.Errorf("%s: part %d: the response is not a metrics response", path, i+1)
-		}
-		local, merr := checkRequest(p.Request)
-		if merr != nil {
-			return nil, nil, &mismatchError{fmt.Sprintf("%s: part %d: the saved request is not valid: %s", path, i+1, merr.Message)}
 		}
 		svc := resp.Metrics
 		if local.Integrity.CanonicalSHA256 != svc.Integrity.CanonicalSHA256 {

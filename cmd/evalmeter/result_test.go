@@ -74,9 +74,38 @@ func TestSubmitDryRun(t *testing.T) {
 	if status != 3 || !strings.Contains(stderr, "gate status.pass_rate>=0.9: FAIL") {
 		t.Errorf("failing gate on a dry run: %d\n%s", status, stderr)
 	}
-	status, _, stderr = evalmeter(t, "submit", "--dry-run", "--save-result", filepath.Join(t.TempDir(), "r.json"), r)
-	if status != 2 || !strings.Contains(stderr, "use one or the other") {
-		t.Errorf("--dry-run --save-result: %d\n%s", status, stderr)
+
+	// The requests alone, which compare reads as the run, with the digests computed here.
+	saved := filepath.Join(t.TempDir(), "r.json")
+	status, _, stderr = evalmeter(t, "submit", "--dry-run", "--save-result", saved, r)
+	b, _ := os.ReadFile(saved)
+	if status != 0 || !strings.Contains(stderr, "a dry run: no answer of the service") || !strings.Contains(string(b), `"dry_run": true`) || strings.Contains(string(b), `"response"`) {
+		t.Fatalf("--dry-run --save-result: %d\n%s\n%s", status, stderr, b)
+	}
+	status, rep, stderr := compareJSON(t, saved, r)
+	if status != 0 || rep == nil || rep.Baseline.Format != "dry-run result" || rep.Baseline.ServiceResult != "" || rep.Baseline.Digests[0] != rep.Candidate.Digests[0] {
+		t.Errorf("compare of a dry run's result: %d %+v\n%s", status, rep, stderr)
+	}
+	status, _, stderr = evalmeter(t, "compare", "--result-baseline", saved, r, r)
+	if status != 2 || !strings.Contains(stderr, "is the result of a dry run: it holds no answer of the service") {
+		t.Errorf("--result-baseline of a dry run: %d\n%s", status, stderr)
+	}
+}
+
+// TestSubmitResultPathFirst: a result file that cannot be written fails the
+// submission before a session is opened.
+func TestSubmitResultPathFirst(t *testing.T) {
+	clearCI(t)
+	a := startAPI(t, pgtest.NewDatabase(t), strings.Repeat("s", 32))
+	a.grant(t, 10)
+	dir := t.TempDir()
+	status, _, stderr := evalmeter(t, "submit", "--url", a.url, "--cache-file", filepath.Join(dir, "cache"),
+		"--save-result", filepath.Join(dir, "missing", "result.json"), writeRequest(t, "r", "pass"))
+	if status != 2 || !strings.Contains(stderr, "--save-result: open "+filepath.Join(dir, "missing")) {
+		t.Errorf("status %d\n%s", status, stderr)
+	}
+	if n := a.consumed(t); n != 0 {
+		t.Errorf("%d credits spent", n)
 	}
 }
 

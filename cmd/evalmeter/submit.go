@@ -90,13 +90,10 @@ func submitCmd(args []string, stdout, stderr io.Writer) int {
 	cachePath := fs.String("cache-file", "", "the session cache (default: env "+EnvCacheFile+", else the user's cache directory)")
 	var gates gateFlags
 	fs.Var(&gates, "gate", "fail with exit status 3 unless METRIC OP NUMBER holds, e.g. status.pass_rate>=0.95 (repeatable)")
-	savePath := fs.String("save-result", "", "write the request(s) and the service's response(s) to this file, for evalmeter compare and as a CI artifact")
+	savePath := fs.String("save-result", "", "write the request(s) and the service's response(s) (with --dry-run, the requests alone) to this file, for evalmeter compare and as a CI artifact")
 	dryRun := fs.Bool("dry-run", false, "convert and check the request, print the metrics computed here, and post nothing: no credit is spent")
 	if err := fs.Parse(args); err != nil {
 		return 2
-	}
-	if *dryRun && *savePath != "" {
-		return failf(stderr, "submit: --save-result keeps the service's answer, which --dry-run does not ask for: use one or the other")
 	}
 	ci := detectCI(os.Getenv)
 	if ci != nil {
@@ -142,6 +139,15 @@ func submitCmd(args []string, stdout, stderr io.Writer) int {
 			return failf(stderr, "submit: %v", err)
 		}
 	}
+	var out *resultFile
+	if *savePath != "" {
+		var err error
+		if out, err = createResult(*savePath); err != nil {
+			return failf(stderr, "submit: %v", err)
+		}
+		defer out.abort()
+	}
+	saved := &savedResult{Format: resultFormat, RunID: runID, CI: ci}
 	if *dryRun {
 		fmt.Fprintln(stderr, "evalmeter submit: dry run: computed here, nothing posted, no credit spent")
 		gateFailed := false
@@ -154,6 +160,14 @@ func submitCmd(args []string, stdout, stderr io.Writer) int {
 				printSummary(stdout, res, nil, time.Now())
 			}
 			gateFailed = checkGates(gates, p.local, stderr) || gateFailed
+			saved.Parts = append(saved.Parts, resultPart{Request: p.body})
+		}
+		if out != nil {
+			saved.DryRun, saved.SavedAt = true, time.Now().UTC()
+			if err := out.commit(saved); err != nil {
+				return failf(stderr, "submit: %v", err)
+			}
+			fmt.Fprintf(stderr, "evalmeter submit: the requests (a dry run: no answer of the service) are in %s\n", *savePath)
 		}
 		if gateFailed {
 			return 3
@@ -179,7 +193,7 @@ func submitCmd(args []string, stdout, stderr io.Writer) int {
 	s := &submitter{client: c, cache: cache, now: time.Now, minWindow: *minWindow, stderr: stderr}
 
 	gateFailed := false
-	saved := &savedResult{Format: resultFormat, RunID: runID, Service: c.BaseURL(), CI: ci}
+	saved.Service = c.BaseURL()
 	for _, p := range parts {
 		res, sess, err := s.post(ctx, p.body, p.local.Integrity.CanonicalSHA256)
 		if err != nil {
@@ -194,9 +208,9 @@ func submitCmd(args []string, stdout, stderr io.Writer) int {
 		}
 		gateFailed = checkGates(gates, &res.Metrics, stderr) || gateFailed
 	}
-	if *savePath != "" {
+	if out != nil {
 		saved.SavedAt = s.now().UTC()
-		if err := writeResult(*savePath, saved); err != nil {
+		if err := out.commit(saved); err != nil {
 			return failf(stderr, "submit: %v", err)
 		}
 		fmt.Fprintf(stderr, "evalmeter submit: the requests and the service's answers are in %s\n", *savePath)
