@@ -85,7 +85,7 @@ test-e2e-ha: ## Fail the ledger's CloudNativePG cluster over under load on a new
 fuzz: ## Fuzz the metrics engine for FUZZTIME (default 20s) against the JSON Schema and gowebpki/jcs, each converter and the receipt verifier for FUZZTIME_CONVERT (5s), and the API handler for FUZZTIME_HTTP (10s) against api/openapi.yaml.
 	GO=$(GO) hack/fuzz.sh ./internal/metrics FuzzCompute $(FUZZTIME) 10s
 	GO=$(GO) hack/fuzz.sh ./server FuzzHandler $(FUZZTIME_HTTP) 10s
-	GO=$(GO) hack/fuzz.sh ./internal/receipt FuzzVerify $(FUZZTIME_CONVERT) 5s
+	GO=$(GO) hack/fuzz.sh ./receipt FuzzVerify $(FUZZTIME_CONVERT) 5s
 	@for f in $(CONVERT_FUZZERS); do \
 		GO=$(GO) hack/fuzz.sh ./convert $$f $(FUZZTIME_CONVERT) 5s || exit 1; \
 	done

@@ -31,6 +31,8 @@ import (
 
 	"github.com/evalmeter/evalmeter/api"
 	"github.com/evalmeter/evalmeter/internal/metrics"
+
+	"github.com/evalmeter/evalmeter/receipt"
 )
 
 // Prefix is the path of the API's version 1 under the base URL.
@@ -142,6 +144,9 @@ type MetricsResult struct {
 	Replay bool
 	// Body is the response body as the service sent it.
 	Body []byte
+	// Receipt is the response whole, with the request it answers: what a
+	// third party checks with evalmeter verify when the service signed it.
+	Receipt *receipt.File
 }
 
 // Schema returns the schema document (specification §2.2). It spends no credit.
@@ -206,7 +211,8 @@ func (c *Client) PostMetrics(ctx context.Context, token, idempotencyKey string, 
 	if err := decode(resp.body, &env); err != nil || env.Metrics == nil {
 		return nil, fmt.Errorf("metrics: unexpected answer from %s: %v", c.base, err)
 	}
-	return &MetricsResult{Metrics: *env.Metrics, Replay: env.Replay, Body: resp.body}, nil
+	return &MetricsResult{Metrics: *env.Metrics, Replay: env.Replay, Body: resp.body,
+		Receipt: receipt.NewFile(http.StatusOK, resp.header, resp.body, resp.method, resp.target)}, nil
 }
 
 // NewIdempotencyKey returns a random key for an operation that must happen once.
@@ -227,6 +233,9 @@ func decode(body []byte, v any) error {
 type response struct {
 	body   []byte
 	header http.Header
+	// method and target are those of the request answered (after any
+	// redirect): what a receipt's signature covers.
+	method, target string
 }
 
 func (c *Client) do(ctx context.Context, method, path, bearer, idemKey string, body []byte, want int) (*response, error) {
@@ -299,7 +308,7 @@ func (c *Client) once(ctx context.Context, method, path, bearer, idemKey string,
 		return nil, fmt.Errorf("%s %s: the answer is larger than %d bytes", method, path, maxResponseBytes)
 	}
 	if resp.StatusCode == want {
-		return &response{body: data, header: resp.Header}, nil
+		return &response{body: data, header: resp.Header, method: resp.Request.Method, target: resp.Request.URL.String()}, nil
 	}
 	return nil, newError(resp, data)
 }

@@ -31,6 +31,19 @@ export DATABASE_URL
 EVALMETER_TOKEN_SECRET=$(head -c 32 /dev/urandom | base64)
 export EVALMETER_TOKEN_SECRET
 
+# The key that signs metrics responses (receipts), kept across runs so that
+# receipts of earlier runs still verify.
+receipt_key=${EVALMETER_RECEIPT_KEY_FILE:-bin/dev-receipt-key.pem}
+if [ ! -f "$receipt_key" ] && command -v openssl >/dev/null; then
+	(umask 077 && openssl genpkey -algorithm ed25519 -out "$receipt_key")
+fi
+if [ -f "$receipt_key" ]; then
+	export EVALMETER_RECEIPT_KEY_FILE=$receipt_key
+	receipts="Metrics responses are signed; the keys: http://$addr/.well-known/evalmeter/receipt-keys.json"
+else
+	receipts="Metrics responses are not signed: install openssl, or set EVALMETER_RECEIPT_KEY_FILE"
+fi
+
 "$bin" migrate
 key=$("$bin" clients grant --client-id dev --hours 10 --rotate-key 2>/dev/null)
 
@@ -52,6 +65,10 @@ Try:
 
 Rerun a command with the same Idempotency-Key: you get the same answer, with
 "idempotent_replay": true, and no second credit. Ctrl-C stops the API and removes the database.
+
+$receipts
+With the CLI: EVALMETER_API_KEY=\$EVALMETER_KEY $bin submit --url http://$addr --receipt receipt.json REQUEST,
+then $bin verify receipt.json.
 
 MSG
 # Not exec: the trap must run after the API stops.

@@ -93,6 +93,7 @@ func FuzzHandler(f *testing.F) {
 		{"POST", "/api/svc/v1/sessions", "", authKey, "", "short", "", framingNone, nil},
 		{"POST", "/api/svc/v1/sessions", "", authKey, "", "fuzz-seed-session-0003\r\nIdempotency-Key: fuzz-seed-session-0004", "", framingNone, nil},
 		{"HEAD", "/api/svc/v1/schema", "", authKey, "", "", "", framingNone, nil},
+		{"GET", "/.well-known/evalmeter/receipt-keys.json", "", authNone, "", "", "", framingNone, nil},
 		{"OPTIONS", "*", "", authNone, "", "", "", framingNone, nil},
 	} {
 		f.Add(seed.method, seed.path, seed.query, seed.auth, seed.authValue, seed.idemKey, seed.contentType, seed.framing, seed.body)
@@ -333,8 +334,8 @@ func documentedStatuses() (map[string]map[string][]int, []string, error) {
 		}
 	}
 	codes := doc.Components.Schemas.ErrorEnvelope.Properties.Error.Properties.Code.Enum
-	if len(out) != 4 || len(codes) == 0 {
-		return nil, nil, fmt.Errorf("api/openapi.yaml: %d paths and %d error codes, want 4 and some", len(out), len(codes))
+	if len(out) != 5 || len(codes) == 0 {
+		return nil, nil, fmt.Errorf("api/openapi.yaml: %d paths and %d error codes, want 5 (spec §4's four and the receipt keys) and some", len(out), len(codes))
 	}
 	return out, codes, nil
 }

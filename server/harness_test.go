@@ -22,6 +22,7 @@ import (
 	"github.com/evalmeter/evalmeter/internal/credential"
 	"github.com/evalmeter/evalmeter/internal/ledger"
 	"github.com/evalmeter/evalmeter/internal/pgtest"
+	"github.com/evalmeter/evalmeter/receipt"
 	"github.com/evalmeter/evalmeter/server"
 )
 
@@ -55,6 +56,10 @@ type env struct {
 	clock  *clock
 	logs   *syncBuffer
 	tokens *credential.TokenSigner // of the API instances started after it is set
+	// The receipt options of the API instances started after they are set.
+	receipts    *receipt.Signer
+	receiptKeys *receipt.KeySet
+	publicURL   string
 }
 
 func newEnv(t *testing.T) *env {
@@ -116,7 +121,8 @@ func (e *env) server(opts ledger.Options) *server.Server {
 	e.t.Cleanup(store.Close)
 	srv, err := server.New(server.Config{
 		Ledger: store, Tokens: e.tokens, Now: e.clock.Now, Random: rand.Reader,
-		Logger: slog.New(slog.NewJSONHandler(e.logs, nil)),
+		Logger:   slog.New(slog.NewJSONHandler(e.logs, nil)),
+		Receipts: e.receipts, ReceiptKeys: e.receiptKeys, PublicURL: e.publicURL,
 	})
 	if err != nil {
 		e.t.Fatal(err)

@@ -22,6 +22,7 @@ import (
 	"github.com/evalmeter/evalmeter/internal/credential"
 	"github.com/evalmeter/evalmeter/internal/ledger"
 	"github.com/evalmeter/evalmeter/internal/metrics"
+	"github.com/evalmeter/evalmeter/receipt"
 )
 
 // AccessWindow is a session's length (spec §3).
@@ -50,6 +51,15 @@ type Config struct {
 	// sets it. Otherwise each request starts a new trace, linked to the
 	// caller's span context, since anyone can send a traceparent.
 	TrustTraceContext bool
+	// Receipts, when set, signs every metrics response (RFC 9421), and
+	// ReceiptKeys is the key set served at pathReceiptKeys: Receipts' key
+	// and the retired ones. nil: responses are not signed.
+	Receipts    *receipt.Signer
+	ReceiptKeys *receipt.KeySet
+	// PublicURL is the base URL clients use, e.g. https://evalmeter.example.com,
+	// when it is not the request's own scheme and Host: the signed
+	// @target-uri is under it.
+	PublicURL string
 }
 
 // Server serves the API. Create it with New.
@@ -65,6 +75,10 @@ type Server struct {
 	traced    bool          // Config.TracerProvider was set
 	sessions  *sessionCache // sessions read from the ledger
 	bodies    sync.Pool     // of *[]byte holding metrics.MaxBodyBytes+1, for request bodies
+	receipts  *receipt.Signer
+	// receiptKeys is the served JWK Set, marshaled once; nil without Receipts.
+	receiptKeys []byte
+	publicURL   string
 }
 
 // New builds the server; it fails only on a bad Config.
@@ -86,15 +100,31 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	var receiptKeys []byte
+	if cfg.Receipts != nil {
+		keys := cfg.ReceiptKeys
+		if keys == nil {
+			keys = receipt.NewKeySet(cfg.Receipts.Public())
+		}
+		if keys.Lookup(cfg.Receipts.KeyID()) == nil {
+			return nil, errors.New("server: ReceiptKeys does not hold the key of Receipts")
+		}
+		if receiptKeys, err = json.Marshal(keys); err != nil {
+			return nil, err
+		}
+	}
 	s := &Server{
-		ledger:    cfg.Ledger,
-		tokens:    cfg.Tokens,
-		now:       cfg.Now,
-		random:    cfg.Random,
-		log:       cfg.Logger,
-		telemetry: t,
-		schema:    schema,
-		sessions:  newSessionCache(),
+		receipts:    cfg.Receipts,
+		receiptKeys: receiptKeys,
+		publicURL:   trimURL(cfg.PublicURL),
+		ledger:      cfg.Ledger,
+		tokens:      cfg.Tokens,
+		now:         cfg.Now,
+		random:      cfg.Random,
+		log:         cfg.Logger,
+		telemetry:   t,
+		schema:      schema,
+		sessions:    newSessionCache(),
 	}
 	s.bodies.New = func() any {
 		b := make([]byte, metrics.MaxBodyBytes+1)
@@ -134,6 +164,7 @@ func (s *Server) routes() http.Handler {
 	route("sessions", http.MethodPost, pathSessions, s.openSession)
 	route("metrics", http.MethodPost, pathMetrics, s.postMetrics)
 	route("usage", http.MethodGet, pathUsage, s.getUsage)
+	route("receipt-keys", http.MethodGet, pathReceiptKeys, s.getReceiptKeys)
 
 	r.NotFoundHandler = s.endpoint(routeUnmatched, func(w http.ResponseWriter, r *http.Request) error {
 		return newError(http.StatusNotFound, codeNotFound, "no such operation: the API serves "+pathSchema+", "+pathSessions+", "+pathMetrics+" and "+pathUsage)

@@ -30,6 +30,7 @@ import (
 	"github.com/evalmeter/evalmeter/internal/credential"
 	"github.com/evalmeter/evalmeter/internal/ledger"
 	"github.com/evalmeter/evalmeter/internal/tracing"
+	"github.com/evalmeter/evalmeter/receipt"
 	"github.com/evalmeter/evalmeter/server"
 )
 
@@ -47,6 +48,11 @@ type apiConfig struct {
 	// trustTraceContext: a caller's traceparent is the parent of its
 	// request's span (a proxy in front sets it), not just linked to.
 	trustTraceContext bool
+	// receipts signs metrics responses, nil when no key is configured;
+	// receiptKeys is the published key set.
+	receipts    *receipt.Signer
+	receiptKeys *receipt.KeySet
+	publicURL   string
 }
 
 func parseAPIConfig(args []string, stderr io.Writer) (*apiConfig, error) {
@@ -67,6 +73,10 @@ func parseAPIConfig(args []string, stderr io.Writer) (*apiConfig, error) {
 	level := fs.String("log-level", envOr("EVALMETER_LOG_LEVEL", "info"), "debug, info, warn or error")
 	fs.BoolVar(&c.trustTraceContext, "trust-trace-context", envBool("EVALMETER_TRUST_TRACE_CONTEXT"),
 		"with tracing, make a caller's W3C traceparent (and its sampled flag) the parent of its request's span, only behind a proxy that sets it; by default each request starts a new trace linked to it (env EVALMETER_TRUST_TRACE_CONTEXT)")
+	var receiptKeys receiptKeyFlags
+	receiptKeys.register(fs)
+	fs.StringVar(&c.publicURL, "public-url", envOr("EVALMETER_PUBLIC_URL", ""),
+		"the base URL clients use (e.g. https://evalmeter.example.com), when TLS ends or the path is rewritten in front of the API: receipts sign the request's URI under it (env EVALMETER_PUBLIC_URL)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -106,6 +116,12 @@ func parseAPIConfig(args []string, stderr io.Writer) (*apiConfig, error) {
 	}
 	if c.dbTimeout <= 0 || c.grace <= 0 || c.drainDelay < 0 {
 		problems = append(problems, "--db-timeout and --shutdown-grace must be positive, --drain-delay not negative")
+	}
+	if c.receipts, c.receiptKeys, err = receiptKeys.load(); err != nil {
+		problems = append(problems, err.Error())
+	}
+	if err := parsePublicURL(c.publicURL); err != nil {
+		problems = append(problems, err.Error())
 	}
 	if len(problems) > 0 {
 		return nil, errors.New(strings.Join(problems, "\n  "))
@@ -196,6 +212,7 @@ func runAPI(ctx context.Context, cfg *apiConfig, log *slog.Logger) error {
 	srv, err := server.New(server.Config{
 		Ledger: store, Tokens: tokens, Now: time.Now, Random: rand.Reader, Logger: log, Registry: registry,
 		TracerProvider: tp, Propagator: propagator, TrustTraceContext: cfg.trustTraceContext,
+		Receipts: cfg.receipts, ReceiptKeys: cfg.receiptKeys, PublicURL: cfg.publicURL,
 	})
 	if err != nil {
 		return err
@@ -266,6 +283,11 @@ func runAPI(ctx context.Context, cfg *apiConfig, log *slog.Logger) error {
 	}()
 	go func() { serveErr <- opsServer.Serve(opsListener) }()
 	log.Info("serving", "addr", apiListener.Addr().String(), "ops_addr", opsListener.Addr().String(), "tls", cfg.tlsCert != "")
+	if cfg.receipts != nil {
+		log.Info("signing metrics responses", "receipt_key_id", cfg.receipts.KeyID(), "published_keys", len(cfg.receiptKeys.Keys), "public_url", cfg.publicURL)
+	} else {
+		log.Warn("metrics responses are not signed: no receipt key (--receipt-key-file); customers get no receipt a third party can check")
+	}
 
 	select {
 	case err := <-serveErr:

@@ -21,6 +21,8 @@ Usage:
                              create or update a client in PostgreSQL; prints a new API key once
   evalmeter clients show --client-id ID
                              print a client's usage figures
+  evalmeter receipt-keys --receipt-key-file FILE
+                             print the JWK Set of the keys that sign receipts
   evalmeter compute [FILE]   compute the metrics of a request (FILE, or standard input)
   evalmeter schema           print the JSON Schema of the metrics request
 
@@ -28,11 +30,14 @@ For customers:
   evalmeter convert [--from FORMAT] FILE...
                              turn an eval tool's results into a metrics request
                              (FORMAT: junit, promptfoo, inspect, tau2, deepeval, swebench, auto)
-  evalmeter submit --url BASE [--from FORMAT] [--gate EXPR]... [--save-result F] [--dry-run] FILE...
+  evalmeter submit --url BASE [--from FORMAT] [--gate EXPR]... [--save-result F] [--receipt F] [--dry-run] FILE...
                              convert, check locally and post through a session
   evalmeter compare [--from FORMAT] [--max-drop POINTS] BASELINE CANDIDATE
                              did the candidate run pass fewer cases than noise explains?
                              (paired, by case id; offline, no credit spent)
+  evalmeter verify [--keys FILE] [--request FILE] RECEIPT
+                             check a receipt of submit --receipt: who computed which
+                             metrics, when, for whom, from which payload
   evalmeter usage --url BASE print the client's credits
   evalmeter version          print the version
 
@@ -72,6 +77,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return submitCmd(args[1:], stdout, stderr)
 	case "compare":
 		return compareCmd(args[1:], stdout, stderr)
+	case "verify":
+		return verifyCmd(args[1:], stdout, stderr)
+	case "receipt-keys":
+		return receiptKeysCmd(args[1:], stdout, stderr)
 	case "usage":
 		return usageCmd(args[1:], stdout, stderr)
 	case "schema":

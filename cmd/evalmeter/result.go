@@ -49,28 +49,33 @@ type resultFile struct {
 }
 
 func createResult(path string) (*resultFile, error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".evalmeter-result-*")
+	return createFile("--save-result", path)
+}
+
+// createFile starts writing path for flag (named in errors).
+func createFile(flag, path string) (*resultFile, error) {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".evalmeter-*")
 	if err != nil {
-		return nil, fmt.Errorf("--save-result: %v", err)
+		return nil, fmt.Errorf("%s: %v", flag, err)
 	}
 	return &resultFile{path: path, tmp: tmp}, nil
 }
 
-// commit writes r and renames the file into place.
-func (f *resultFile) commit(r *savedResult) error {
+// commit writes v as JSON and renames the file into place.
+func (f *resultFile) commit(v any) error {
 	defer f.abort()
-	b, err := json.MarshalIndent(r, "", " ")
+	b, err := json.MarshalIndent(v, "", " ")
 	if err != nil {
 		return err
 	}
 	if _, err := f.tmp.Write(append(b, '\n')); err != nil {
-		return fmt.Errorf("--save-result: %v", err)
+		return fmt.Errorf("%s: %v", f.path, err)
 	}
 	if err := f.tmp.Close(); err != nil {
-		return fmt.Errorf("--save-result: %v", err)
+		return fmt.Errorf("%s: %v", f.path, err)
 	}
 	if err := os.Rename(f.tmp.Name(), f.path); err != nil {
-		return fmt.Errorf("--save-result: %v", err)
+		return fmt.Errorf("%s: %v", f.path, err)
 	}
 	return nil
 }

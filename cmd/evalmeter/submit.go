@@ -9,6 +9,8 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -23,7 +25,7 @@ const (
 	EnvURL    = "EVALMETER_URL"
 )
 
-const submitUsage = `submit --url BASE [--from FORMAT] [--output text|json] [--gate EXPR]... [--save-result FILE] [--dry-run] FILE...
+const submitUsage = `submit --url BASE [--from FORMAT] [--output text|json] [--gate EXPR]... [--save-result FILE] [--receipt FILE] [--dry-run] FILE...
 
 Converts the results files (or, without --from, reads FILE as a metrics
 request), checks the request locally, and posts it through a session. The
@@ -91,6 +93,7 @@ func submitCmd(args []string, stdout, stderr io.Writer) int {
 	var gates gateFlags
 	fs.Var(&gates, "gate", "fail with exit status 3 unless METRIC OP NUMBER holds, e.g. status.pass_rate>=0.95 (repeatable)")
 	savePath := fs.String("save-result", "", "write the request(s) and the service's response(s) (with --dry-run, the requests alone) to this file, for evalmeter compare and as a CI artifact")
+	receiptPath := fs.String("receipt", "", "write the service's signed answer, the receipt a third party checks with evalmeter verify, to this file (FILE-1, FILE-2, ... for a split run)")
 	dryRun := fs.Bool("dry-run", false, "convert and check the request, print the metrics computed here, and post nothing: no credit is spent")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -147,6 +150,20 @@ func submitCmd(args []string, stdout, stderr io.Writer) int {
 		}
 		defer out.abort()
 	}
+	var receipts []*resultFile
+	if *receiptPath != "" {
+		if *dryRun {
+			return failf(stderr, "submit: --receipt keeps the service's signed answer, which a dry run does not ask for")
+		}
+		for i := range parts {
+			f, err := createFile("--receipt", numbered(*receiptPath, i, len(parts)))
+			if err != nil {
+				return failf(stderr, "submit: %v", err)
+			}
+			defer f.abort()
+			receipts = append(receipts, f)
+		}
+	}
 	saved := &savedResult{Format: resultFormat, RunID: runID, CI: ci}
 	if *dryRun {
 		fmt.Fprintln(stderr, "evalmeter submit: dry run: computed here, nothing posted, no credit spent")
@@ -194,11 +211,20 @@ func submitCmd(args []string, stdout, stderr io.Writer) int {
 
 	gateFailed := false
 	saved.Service = c.BaseURL()
-	for _, p := range parts {
+	for i, p := range parts {
 		res, sess, err := s.post(ctx, p.body, p.local.Integrity.CanonicalSHA256)
 		if err != nil {
 			fmt.Fprintf(stderr, "evalmeter submit: %s\n", describe(err))
 			return 1
+		}
+		if receipts != nil {
+			if res.Receipt.Headers["signature"] == "" {
+				fmt.Fprintf(stderr, "evalmeter submit: warning: %s signs no receipts (its operator configured no receipt key); %s holds the answer unsigned\n", c.BaseURL(), receipts[i].path)
+			}
+			if err := receipts[i].commit(res.Receipt); err != nil {
+				return failf(stderr, "submit: %v", err)
+			}
+			fmt.Fprintf(stderr, "evalmeter submit: the receipt is in %s (check it with evalmeter verify %s)\n", receipts[i].path, receipts[i].path)
 		}
 		saved.Parts = append(saved.Parts, resultPart{Request: p.body, Response: res.Body})
 		if *output == "json" {
@@ -511,4 +537,14 @@ func warnLowCredit(stderr io.Writer, command string, u *client.Usage) {
 		fmt.Fprintf(stderr, "evalmeter %s: warning: client %s has %d evaluation-hour credits left, at or below its low-credit threshold of %d; ask your operator for more\n",
 			command, u.ClientID, u.RemainingHours, *u.LowCreditThreshold)
 	}
+}
+
+// numbered is path for part i of n: path itself for one part, else with -i
+// before its extension (receipt.json: receipt-1.json, receipt-2.json, ...).
+func numbered(path string, i, n int) string {
+	if n == 1 {
+		return path
+	}
+	ext := filepath.Ext(path)
+	return strings.TrimSuffix(path, ext) + "-" + strconv.Itoa(i+1) + ext
 }

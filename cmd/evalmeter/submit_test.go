@@ -32,12 +32,15 @@ type testAPI struct {
 }
 
 // startAPI runs evalmeter api on a free loopback port until the test ends.
-func startAPI(t *testing.T, dbURL, tokenSecret string) *testAPI {
+func startAPI(t *testing.T, dbURL, tokenSecret string, options ...func(*apiConfig)) *testAPI {
 	t.Helper()
 	addr := proctest.FreeAddr(t)
 	cfg := &apiConfig{
 		addr: addr, opsAddr: "127.0.0.1:0", databaseURL: dbURL, migrate: true,
 		tokenSecrets: [][]byte{[]byte(tokenSecret)}, dbTimeout: 2 * time.Second, grace: 5 * time.Second,
+	}
+	for _, o := range options {
+		o(cfg)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

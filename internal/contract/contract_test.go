@@ -126,6 +126,8 @@ func TestDocumentIsOpenAPI31(t *testing.T) {
 		"openSession": {"/api/svc/v1/sessions", "post", "apiKey", true, false, []string{"201", "400", "401", "402", "403", "503"}},
 		"postMetrics": {"/api/svc/v1/metrics", "post", "sessionToken", true, true, []string{"200", "400", "401", "409", "413", "415", "422", "503"}},
 		"getUsage":    {"/api/svc/v1/usage", "get", "apiKey", false, false, []string{"200", "400", "401", "403", "503"}},
+		// Beside spec §4's four, outside /api/svc/v1: the receipt keys, public.
+		"getReceiptKeys": {"/.well-known/evalmeter/receipt-keys.json", "get", "", false, false, []string{"200", "400", "404"}},
 	}
 	var pathsSeen []string
 	seen := map[string]bool{}
@@ -138,7 +140,12 @@ func TestDocumentIsOpenAPI31(t *testing.T) {
 				continue
 			}
 			seen[o.OperationId] = true
-			if len(o.Security) != 1 || o.Security[0].Requirements.Len() != 1 || !hasKey(o.Security[0].Requirements, w.security) {
+			switch {
+			case w.security == "": // public: an empty requirement list
+				if o.Security == nil || len(o.Security) != 0 {
+					t.Errorf("%s: security is not an empty list (public)", o.OperationId)
+				}
+			case len(o.Security) != 1 || o.Security[0].Requirements.Len() != 1 || !hasKey(o.Security[0].Requirements, w.security):
 				t.Errorf("%s: security is not exactly %s", o.OperationId, w.security)
 			}
 			hasKey := slices.ContainsFunc(o.Parameters, func(p *v3.Parameter) bool {
@@ -170,7 +177,7 @@ func TestDocumentIsOpenAPI31(t *testing.T) {
 		}
 	}
 	if len(seen) != len(want) || len(pathsSeen) != len(want) {
-		t.Errorf("paths %v, operations %v; want exactly the four of spec §4", pathsSeen, slices.Sorted(maps.Keys(seen)))
+		t.Errorf("paths %v, operations %v; want exactly the four of spec §4 and the receipt keys", pathsSeen, slices.Sorted(maps.Keys(seen)))
 	}
 }
 
@@ -236,6 +243,12 @@ func keyRequest(method, path string) *http.Request {
 
 // response is what a handler would answer: JSON body, no-store, and the
 // extra headers given as name, value pairs.
+// metricsResponse is a 200 to POST /metrics, with the fields that name the
+// client and the session.
+func metricsResponse(body any, headers ...string) *http.Response {
+	return response(http.StatusOK, body, append([]string{"Evalmeter-Client", "acme", "Evalmeter-Session", "sess_0123456789abcdef01234567"}, headers...)...)
+}
+
 func response(status int, body any, headers ...string) *http.Response {
 	var raw []byte
 	switch b := body.(type) {
@@ -372,7 +385,7 @@ func TestValidPairs(t *testing.T) {
 		{
 			name: "postMetrics 200",
 			req:  func() *http.Request { return metricsRequest(example) },
-			resp: func() *http.Response { return response(200, metricsEnvelope(t, example)) },
+			resp: func() *http.Response { return metricsResponse(metricsEnvelope(t, example)) },
 		},
 		{
 			name: "postMetrics 200 replay, quoted key, charset",
@@ -383,7 +396,7 @@ func TestValidPairs(t *testing.T) {
 				return r
 			},
 			resp: func() *http.Response {
-				return response(200, set(metricsEnvelope(t, example), "idempotent_replay", true))
+				return metricsResponse(set(metricsEnvelope(t, example), "idempotent_replay", true))
 			},
 		},
 		{
@@ -466,6 +479,8 @@ func TestLiveServer(t *testing.T) {
 		}
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-store")
+		w.Header().Set("Evalmeter-Client", "acme")
+		w.Header().Set("Evalmeter-Session", "sess_0123456789abcdef01234567")
 		w.Write(env)
 	}))
 	defer srv.Close()
@@ -705,10 +720,16 @@ func TestViolationsAreCaught(t *testing.T) {
 			want: []string{"$.session.hours_consumed"},
 		},
 		{
+			name: "metrics without Evalmeter-Client",
+			req:  postMetrics,
+			resp: func() *http.Response { return metricsResponse(metricsEnvelope(t, example), "Evalmeter-Client", "") },
+			want: []string{"Evalmeter-Client"},
+		},
+		{
 			name: "metrics envelope missing a required field",
 			req:  postMetrics,
 			resp: func() *http.Response {
-				return response(200, set(metricsEnvelope(t, example), "metrics.integrity", del))
+				return metricsResponse(set(metricsEnvelope(t, example), "metrics.integrity", del))
 			},
 			want: []string{"$.metrics", "missing property 'integrity'"},
 		},
@@ -716,7 +737,7 @@ func TestViolationsAreCaught(t *testing.T) {
 			name: "metrics envelope missing idempotent_replay",
 			req:  postMetrics,
 			resp: func() *http.Response {
-				return response(200, set(metricsEnvelope(t, example), "idempotent_replay", del))
+				return metricsResponse(set(metricsEnvelope(t, example), "idempotent_replay", del))
 			},
 			want: []string{"missing property 'idempotent_replay'"},
 		},
@@ -724,7 +745,7 @@ func TestViolationsAreCaught(t *testing.T) {
 			name: "report_included true",
 			req:  postMetrics,
 			resp: func() *http.Response {
-				return response(200, set(metricsEnvelope(t, example), "metrics.report_included", true))
+				return metricsResponse(set(metricsEnvelope(t, example), "metrics.report_included", true))
 			},
 			want: []string{"$.metrics.report_included"},
 		},
@@ -732,7 +753,7 @@ func TestViolationsAreCaught(t *testing.T) {
 			name: "nullable rate above 1",
 			req:  postMetrics,
 			resp: func() *http.Response {
-				return response(200, set(metricsEnvelope(t, example), "metrics.tool_checks.pass_rate", 1.5))
+				return metricsResponse(set(metricsEnvelope(t, example), "metrics.tool_checks.pass_rate", 1.5))
 			},
 			want: []string{"$.metrics.tool_checks.pass_rate", "maximum"},
 		},
@@ -740,7 +761,7 @@ func TestViolationsAreCaught(t *testing.T) {
 			name: "non-nullable rate null",
 			req:  postMetrics,
 			resp: func() *http.Response {
-				return response(200, set(metricsEnvelope(t, example), "metrics.status.pass_rate", nil))
+				return metricsResponse(set(metricsEnvelope(t, example), "metrics.status.pass_rate", nil))
 			},
 			want: []string{"$.metrics.status.pass_rate", "got null"},
 		},
@@ -748,7 +769,7 @@ func TestViolationsAreCaught(t *testing.T) {
 			name: "currency not in the enum",
 			req:  postMetrics,
 			resp: func() *http.Response {
-				return response(200, set(metricsEnvelope(t, example), "metrics.cost_reported.currency", "JPY"))
+				return metricsResponse(set(metricsEnvelope(t, example), "metrics.cost_reported.currency", "JPY"))
 			},
 			want: []string{"$.metrics.cost_reported.currency"},
 		},
@@ -758,7 +779,7 @@ func TestViolationsAreCaught(t *testing.T) {
 			resp: func() *http.Response {
 				env := metricsEnvelope(t, example)
 				d := env["metrics"].(map[string]any)["integrity"].(map[string]any)["canonical_sha256"].(string)
-				return response(200, set(env, "metrics.integrity.canonical_sha256", strings.ToUpper(d)))
+				return metricsResponse(set(env, "metrics.integrity.canonical_sha256", strings.ToUpper(d)))
 			},
 			want: []string{"$.metrics.integrity.canonical_sha256", "does not match pattern"},
 		},
@@ -766,7 +787,7 @@ func TestViolationsAreCaught(t *testing.T) {
 			name: "case_count 0",
 			req:  postMetrics,
 			resp: func() *http.Response {
-				return response(200, set(metricsEnvelope(t, example), "metrics.case_count", 0))
+				return metricsResponse(set(metricsEnvelope(t, example), "metrics.case_count", 0))
 			},
 			want: []string{"$.metrics.case_count", "minimum"},
 		},
@@ -961,7 +982,7 @@ func TestVectorMetricsAreValidResponses(t *testing.T) {
 		n++
 		env := `{"metrics":` + string(vec.Expect.Metrics) + `,"idempotent_replay":true}`
 		req := metricsRequest([]byte(vec.Body))
-		if err := v.Response(req, response(http.StatusOK, env)); err != nil {
+		if err := v.Response(req, metricsResponse(env)); err != nil {
 			t.Errorf("%s: %v", vec.Name, err)
 		}
 	}
@@ -985,7 +1006,7 @@ func TestConcurrentUse(t *testing.T) {
 					t.Errorf("goroutine %d: Request: %v", i, err)
 					return
 				}
-				if err := v.Response(req, response(http.StatusOK, env)); err != nil {
+				if err := v.Response(req, metricsResponse(env)); err != nil {
 					t.Errorf("goroutine %d: Response: %v", i, err)
 					return
 				}

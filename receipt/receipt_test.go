@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -262,4 +263,25 @@ func sameSignature(a, b string) bool {
 	sa, errA := parseSignature([]string{a})
 	sb, errB := parseSignature([]string{b})
 	return errA == nil && errB == nil && bytes.Equal(sa, sb)
+}
+
+// TestOpenSSLKeys: the key files openssl writes (genpkey -algorithm ed25519,
+// pkey -pubout), made for this test, are read as one key.
+func TestOpenSSLKeys(t *testing.T) {
+	priv, err := os.ReadFile("testdata/openssl-ed25519.pem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := os.ReadFile("testdata/openssl-ed25519.pub.pem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := ParsePrivateKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pubs, err := ParsePublicKeys(pub)
+	if err != nil || len(pubs) != 1 || KeyID(pubs[0]) != NewSigner(key).KeyID() {
+		t.Errorf("ParsePublicKeys = %v, %v", pubs, err)
+	}
 }

@@ -1,0 +1,248 @@
+package main
+
+import (
+	"crypto/ed25519"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/evalmeter/evalmeter/client"
+	"github.com/evalmeter/evalmeter/receipt"
+)
+
+// receiptKeyFlags are the flags of api and receipt-keys that name the
+// receipt keys: the key that signs, and the retired ones still published.
+type receiptKeyFlags struct {
+	keyFile, retiredFile string
+}
+
+func (f *receiptKeyFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.keyFile, "receipt-key-file", envOr("EVALMETER_RECEIPT_KEY_FILE", ""),
+		"PEM PKCS#8 Ed25519 private key that signs metrics responses (openssl genpkey -algorithm ed25519); none: responses are not signed (env EVALMETER_RECEIPT_KEY_FILE)")
+	fs.StringVar(&f.retiredFile, "receipt-retired-keys-file", envOr("EVALMETER_RECEIPT_RETIRED_KEYS_FILE", ""),
+		"PEM public (or private) keys that signed receipts before, still published so that old receipts verify (env EVALMETER_RECEIPT_RETIRED_KEYS_FILE)")
+}
+
+// load reads the keys: nil, nil without a key file.
+func (f *receiptKeyFlags) load() (*receipt.Signer, *receipt.KeySet, error) {
+	if f.keyFile == "" {
+		if f.retiredFile != "" {
+			return nil, nil, errors.New("--receipt-retired-keys-file is published beside --receipt-key-file: set both, or neither")
+		}
+		return nil, nil, nil
+	}
+	b, err := os.ReadFile(f.keyFile)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--receipt-key-file: %w", err)
+	}
+	key, err := receipt.ParsePrivateKey(b)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--receipt-key-file %s: %w", f.keyFile, err)
+	}
+	signer := receipt.NewSigner(key)
+	keys := []ed25519.PublicKey{signer.Public()}
+	if f.retiredFile != "" {
+		b, err := os.ReadFile(f.retiredFile)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--receipt-retired-keys-file: %w", err)
+		}
+		retired, err := receipt.ParsePublicKeys(b)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--receipt-retired-keys-file %s: %w", f.retiredFile, err)
+		}
+		keys = append(keys, retired...)
+	}
+	return signer, receipt.NewKeySet(keys...), nil
+}
+
+// parsePublicURL checks --public-url: an absolute http(s) URL with no query.
+func parsePublicURL(s string) error {
+	if s == "" {
+		return nil
+	}
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("--public-url %q: give the base URL clients use, e.g. https://evalmeter.example.com", s)
+	}
+	return nil
+}
+
+const receiptKeysUsage = `receipt-keys --receipt-key-file FILE [--receipt-retired-keys-file FILE]
+
+Prints the JWK Set of the receipt keys, as the API serves it at
+/.well-known/evalmeter/receipt-keys.json, for an operator who publishes it
+elsewhere as well (a web site, a transparency log).`
+
+// receiptKeysCmd is evalmeter receipt-keys.
+func receiptKeysCmd(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("receipt-keys", receiptKeysUsage, stderr)
+	var kf receiptKeyFlags
+	kf.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		return failf(stderr, "receipt-keys: unexpected argument %q", fs.Arg(0))
+	}
+	if kf.keyFile == "" {
+		return failf(stderr, "receipt-keys: name the signing key with --receipt-key-file (or EVALMETER_RECEIPT_KEY_FILE)")
+	}
+	_, keys, err := kf.load()
+	if err != nil {
+		return failf(stderr, "receipt-keys: %v", err)
+	}
+	b, err := json.MarshalIndent(keys, "", "  ")
+	if err != nil {
+		return failf(stderr, "receipt-keys: %v", err)
+	}
+	stdout.Write(append(b, '\n'))
+	return 0
+}
+
+const verifyUsage = `verify [--keys FILE | --keys-url URL] [--request FILE] RECEIPT
+
+Checks a receipt of evalmeter submit --receipt: that the service's key signed
+the response (RFC 9421, Ed25519), that its Content-Digest is the body's and,
+with --request, that the metrics are those of that request (its canonical
+digest, recomputed here). The key set comes from --keys (a JWK Set, as
+evalmeter receipt-keys prints it, or PEM public keys: no network), from
+--keys-url, or by default from the receipt's service:
+BASE/.well-known/evalmeter/receipt-keys.json.
+
+A receipt proves that the holder of the key computed these metrics, at the
+time it names, for the client and session it names, from a payload with
+that digest. It does not prove that the observations are true.
+
+Exit status: 0 when every check holds; 1 when one fails (it is named);
+2 when a file, the key set or the command line cannot be read.`
+
+// verifyCmd is evalmeter verify.
+func verifyCmd(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("verify", verifyUsage, stderr)
+	keysFile := fs.String("keys", "", "the key set: a JWK Set or PEM public keys (offline)")
+	keysURL := fs.String("keys-url", "", "fetch the key set from this URL (default: the receipt's service)")
+	requestFile := fs.String("request", "", "the metrics request the receipt answers: check its canonical digest")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() != 1 {
+		return failf(stderr, "verify: name one receipt file, e.g. evalmeter verify receipt.json")
+	}
+	if *keysFile != "" && *keysURL != "" {
+		return failf(stderr, "verify: use --keys or --keys-url, not both")
+	}
+	b, err := readBounded(fs.Arg(0), 1<<20)
+	if err != nil {
+		return failf(stderr, "verify: %v", err)
+	}
+	file, err := receipt.ParseFile(b)
+	if err != nil {
+		return failf(stderr, "verify: %s: %v", fs.Arg(0), err)
+	}
+	keys, source, err := loadKeySet(*keysFile, *keysURL, file.Request.TargetURI)
+	if err != nil {
+		return failf(stderr, "verify: %v", err)
+	}
+	m, body := file.Message()
+	v, err := receipt.Verify(m, body, keys)
+	if err != nil {
+		fmt.Fprintf(stderr, "evalmeter verify: FAILED: %v\n", err)
+		return 1
+	}
+	var env struct {
+		Metrics struct {
+			Integrity struct {
+				Digest string `json:"canonical_sha256"`
+			} `json:"integrity"`
+		} `json:"metrics"`
+		Replay bool `json:"idempotent_replay"`
+	}
+	if err := json.Unmarshal(body, &env); err != nil || env.Metrics.Integrity.Digest == "" {
+		fmt.Fprintf(stderr, "evalmeter verify: FAILED: body: the signed body is not a metrics response\n")
+		return 1
+	}
+	if *requestFile != "" {
+		req, err := readBounded(*requestFile, 1<<20)
+		if err != nil {
+			return failf(stderr, "verify: --request: %v", err)
+		}
+		local, merr := checkRequest(req)
+		if merr != nil {
+			fmt.Fprintf(stderr, "evalmeter verify: FAILED: request: %s is not a valid metrics request: %s\n", *requestFile, merr.Message)
+			return 1
+		}
+		if got := local.Integrity.CanonicalSHA256; got != env.Metrics.Integrity.Digest {
+			fmt.Fprintf(stderr, "evalmeter verify: FAILED: request: the canonical digest of %s is %s, but the receipt's metrics are of %s\n", *requestFile, got, env.Metrics.Integrity.Digest)
+			return 1
+		}
+	}
+	fmt.Fprintf(stdout, "verified: the holder of key %s (from %s) signed this answer\n", v.KeyID, source)
+	fmt.Fprintf(stdout, "  at       %s\n", v.Created.Format(time.RFC3339))
+	fmt.Fprintf(stdout, "  client   %s, session %s\n", m.Header.Get(receipt.HeaderClient), m.Header.Get(receipt.HeaderSession))
+	fmt.Fprintf(stdout, "  request  %s %s (status %d%s)\n", file.Request.Method, file.Request.TargetURI, file.Status, map[bool]string{true: ", a replay", false: ""}[env.Replay])
+	fmt.Fprintf(stdout, "  payload  canonical SHA-256 %s", env.Metrics.Integrity.Digest)
+	if *requestFile != "" {
+		fmt.Fprintf(stdout, " = %s", *requestFile)
+	}
+	fmt.Fprintln(stdout)
+	fmt.Fprintln(stdout, "It proves who computed these metrics, when, for whom, from which payload; not that the observations are true.")
+	return 0
+}
+
+// loadKeySet reads the key set from a file, a URL, or the receipt's service.
+func loadKeySet(file, keysURL, targetURI string) (*receipt.KeySet, string, error) {
+	if file != "" {
+		b, err := readBounded(file, 1<<20)
+		if err != nil {
+			return nil, "", fmt.Errorf("--keys: %v", err)
+		}
+		if strings.HasPrefix(strings.TrimSpace(string(b)), "-----BEGIN") {
+			pubs, err := receipt.ParsePublicKeys(b)
+			if err != nil {
+				return nil, "", fmt.Errorf("--keys %s: %v", file, err)
+			}
+			return receipt.NewKeySet(pubs...), file, nil
+		}
+		keys, err := receipt.ParseKeySet(b)
+		if err != nil {
+			return nil, "", fmt.Errorf("--keys %s: %v", file, err)
+		}
+		return keys, file, nil
+	}
+	if keysURL == "" {
+		base, ok := strings.CutSuffix(targetURI, client.Prefix+"/metrics")
+		if !ok {
+			return nil, "", fmt.Errorf("the receipt's target URI %q is not a metrics operation: give --keys or --keys-url", targetURI)
+		}
+		keysURL = base + "/.well-known/evalmeter/receipt-keys.json"
+	}
+	u, err := url.Parse(keysURL)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return nil, "", fmt.Errorf("--keys-url %q is not an http(s) URL", keysURL)
+	}
+	hc := &http.Client{Timeout: 30 * time.Second}
+	resp, err := hc.Get(keysURL)
+	if err != nil {
+		return nil, "", fmt.Errorf("fetching the key set: %v (offline, give --keys FILE)", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, "", fmt.Errorf("fetching the key set: %s answered %s", keysURL, resp.Status)
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20+1))
+	if err != nil {
+		return nil, "", fmt.Errorf("fetching the key set: %v", err)
+	}
+	keys, err := receipt.ParseKeySet(b)
+	if err != nil {
+		return nil, "", fmt.Errorf("the key set at %s: %v", keysURL, err)
+	}
+	return keys, keysURL, nil
+}

@@ -1,0 +1,55 @@
+package server
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/evalmeter/evalmeter/internal/ledger"
+	"github.com/evalmeter/evalmeter/receipt"
+)
+
+// pathReceiptKeys serves the public keys that sign receipts, with no
+// credential: outside the four operations of /api/svc/v1.
+const pathReceiptKeys = "/.well-known/evalmeter/receipt-keys.json"
+
+// signReceipt names the client and the session of a metrics response and,
+// when the server has a receipt key, signs it (README "Receipts").
+func (s *Server) signReceipt(w http.ResponseWriter, r *http.Request, sess ledger.Session, body []byte) error {
+	h := w.Header()
+	h.Set(receipt.HeaderClient, sess.ClientID)
+	h.Set(receipt.HeaderSession, sess.ID)
+	if s.receipts == nil {
+		return nil
+	}
+	h.Set("Content-Type", "application/json") // as writeJSON sets it: it is signed
+	m := &receipt.Message{Status: http.StatusOK, Header: h, Method: r.Method, TargetURI: s.targetURI(r)}
+	return s.receipts.Sign(m, body, s.now())
+}
+
+// targetURI is the URI the client asked for: under PublicURL when the
+// server has one (behind an ingress that ends TLS or rewrites the path),
+// else the request's own scheme and Host.
+func (s *Server) targetURI(r *http.Request) string {
+	if s.publicURL != "" {
+		return s.publicURL + r.URL.EscapedPath()
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host + r.URL.EscapedPath()
+}
+
+func (s *Server) getReceiptKeys(w http.ResponseWriter, r *http.Request) error {
+	if err := noQueryNoBody(r); err != nil {
+		return err
+	}
+	if s.receiptKeys == nil {
+		return newError(http.StatusNotFound, codeNotFound, "this service signs no receipts: it has no receipt key")
+	}
+	writeJSON(w, http.StatusOK, s.receiptKeys)
+	return nil
+}
+
+// trimURL is a public URL without its trailing slash.
+func trimURL(u string) string { return strings.TrimRight(u, "/") }
