@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/evalmeter/evalmeter/internal/charttest"
+	"github.com/evalmeter/evalmeter/receipt"
 )
 
 const chartDir = "evalmeter"
@@ -132,22 +133,24 @@ func TestLint(t *testing.T) {
 // TestValuesSchema: values.schema.json refuses what the chart cannot work with.
 func TestValuesSchema(t *testing.T) {
 	for name, values := range map[string]map[string]any{
-		"unknown key":            {"replicas": 3},
-		"unknown nested key":     {"api": map[string]any{"replica": 3}},
-		"no replicas":            {"api": map[string]any{"replicas": 0}},
-		"bad log level":          {"api": map[string]any{"logLevel": "loud"}},
-		"bad duration":           {"controller": map[string]any{"resync": "soon"}},
-		"no database":            {"database": map[string]any{"existingSecret": ""}},
-		"bad namespace":          {"controller": map[string]any{"watchNamespaces": []any{"Team_A"}}},
-		"bad storage size":       {"postgresql": map[string]any{"enabled": true, "storage": map[string]any{"size": "lots"}}},
-		"string for a boolean":   {"crds": map[string]any{"create": "yes"}},
-		"bad pull policy":        {"image": map[string]any{"pullPolicy": "Sometimes"}},
-		"service port too high":  {"api": map[string]any{"service": map[string]any{"port": 70000}}},
-		"node port out of range": {"api": map[string]any{"service": map[string]any{"type": "NodePort", "nodePort": 8080}}},
-		"no connections":         {"database": map[string]any{"maxConns": 0}},
-		"connections as a word":  {"postgresql": map[string]any{"maxConnections": "many"}},
-		"bad previous secret":    {"tokenSecret": map[string]any{"previousExistingSecret": "Old_Token"}},
-		"empty previous key":     {"tokenSecret": map[string]any{"previousExistingSecret": "old", "previousExistingSecretKey": ""}},
+		"unknown key":             {"replicas": 3},
+		"unknown nested key":      {"api": map[string]any{"replica": 3}},
+		"no replicas":             {"api": map[string]any{"replicas": 0}},
+		"bad log level":           {"api": map[string]any{"logLevel": "loud"}},
+		"public URL with a query": {"receipts": map[string]any{"publicURL": "https://e.example/?a=1"}},
+		"receipts misspelt":       {"receipts": map[string]any{"enable": true}},
+		"bad duration":            {"controller": map[string]any{"resync": "soon"}},
+		"no database":             {"database": map[string]any{"existingSecret": ""}},
+		"bad namespace":           {"controller": map[string]any{"watchNamespaces": []any{"Team_A"}}},
+		"bad storage size":        {"postgresql": map[string]any{"enabled": true, "storage": map[string]any{"size": "lots"}}},
+		"string for a boolean":    {"crds": map[string]any{"create": "yes"}},
+		"bad pull policy":         {"image": map[string]any{"pullPolicy": "Sometimes"}},
+		"service port too high":   {"api": map[string]any{"service": map[string]any{"port": 70000}}},
+		"node port out of range":  {"api": map[string]any{"service": map[string]any{"type": "NodePort", "nodePort": 8080}}},
+		"no connections":          {"database": map[string]any{"maxConns": 0}},
+		"connections as a word":   {"postgresql": map[string]any{"maxConnections": "many"}},
+		"bad previous secret":     {"tokenSecret": map[string]any{"previousExistingSecret": "Old_Token"}},
+		"empty previous key":      {"tokenSecret": map[string]any{"previousExistingSecret": "old", "previousExistingSecretKey": ""}},
 	} {
 		if _, err := render(values, "evalmeter"); err == nil || !strings.Contains(err.Error(), "schema") {
 			t.Errorf("%s: rendered (%v), want a schema error", name, err)
@@ -548,9 +551,10 @@ func TestSecretMounts(t *testing.T) {
 		mounts[secret] = m.MountPath
 	}
 	want := map[string]string{
-		"token-2":       "/var/run/evalmeter/token",
-		"token-1":       "/var/run/evalmeter/token-previous",
-		"evalmeter-tls": "/var/run/evalmeter/tls",
+		"token-2":               "/var/run/evalmeter/token",
+		"token-1":               "/var/run/evalmeter/token-previous",
+		"evalmeter-tls":         "/var/run/evalmeter/tls",
+		"evalmeter-receipt-key": "/var/run/evalmeter/receipt-key",
 	}
 	if !equality.Semantic.DeepEqual(mounts, want) {
 		t.Errorf("Secrets mounted at %v, want %v", mounts, want)
@@ -625,6 +629,78 @@ func TestKubeVersionFloor(t *testing.T) {
 			t.Errorf("%s: rendered (%v), want the chart's kubeVersion error", v, err)
 		case !below && err != nil:
 			t.Errorf("%s: %v", v, err)
+		}
+	}
+}
+
+// TestReceiptKey: by default the chart generates an Ed25519 key the API
+// reads, and signs under the ingress's URL; a named Secret, retired keys, a
+// public URL of one's own and receipts off each render as they say.
+func TestReceiptKey(t *testing.T) {
+	objs := mustRender(t, map[string]any{"ingress": map[string]any{"enabled": true, "host": "metrics.example.com", "tlsSecret": "tls"}})
+	var secret corev1.Secret
+	object(t, objs, "Secret", "evalmeter-receipt-key", &secret)
+	key, err := receipt.ParsePrivateKey(secret.Data["key.pem"])
+	if err != nil {
+		t.Fatalf("the generated key: %v\n%s", err, secret.Data["key.pem"])
+	}
+	if secret.Annotations["helm.sh/resource-policy"] != "keep" {
+		t.Errorf("the receipt key Secret is not kept by helm uninstall: %v", secret.Annotations)
+	}
+	if !strings.Contains(string(secret.Data["key.pem"]), "BEGIN PRIVATE KEY") || key == nil {
+		t.Errorf("not a PEM PKCS#8 key: %s", secret.Data["key.pem"])
+	}
+	api := container(t, objs, "evalmeter-api", "api")
+	for name, want := range map[string]string{
+		"EVALMETER_RECEIPT_KEY_FILE": "/var/run/evalmeter/receipt-key/key.pem",
+		"EVALMETER_PUBLIC_URL":       "https://metrics.example.com",
+	} {
+		if env := envVar(api, name); env == nil || env.Value != want {
+			t.Errorf("%s is %+v, want %s", name, env, want)
+		}
+	}
+
+	objs = mustRender(t, map[string]any{"receipts": map[string]any{
+		"existingSecret": "receipts-2026", "existingSecretKey": "ed25519.pem",
+		"retiredKeysSecret": "receipts-retired", "publicURL": "https://evalmeter.example.com/v1",
+	}})
+	for _, o := range objs {
+		if o.GetKind() == "Secret" && o.GetName() == "evalmeter-receipt-key" {
+			t.Error("a receipt key was generated beside existingSecret")
+		}
+	}
+	var d appsv1.Deployment
+	object(t, objs, "Deployment", "evalmeter-api", &d)
+	volumes := map[string]string{}
+	for _, v := range d.Spec.Template.Spec.Volumes {
+		if v.Secret != nil {
+			volumes[v.Name] = v.Secret.SecretName
+		}
+	}
+	if volumes["receipt-key"] != "receipts-2026" || volumes["receipt-retired"] != "receipts-retired" {
+		t.Errorf("volumes %v", volumes)
+	}
+	api = container(t, objs, "evalmeter-api", "api")
+	for name, want := range map[string]string{
+		"EVALMETER_RECEIPT_KEY_FILE":          "/var/run/evalmeter/receipt-key/ed25519.pem",
+		"EVALMETER_RECEIPT_RETIRED_KEYS_FILE": "/var/run/evalmeter/receipt-retired/retired.pem",
+		"EVALMETER_PUBLIC_URL":                "https://evalmeter.example.com/v1",
+	} {
+		if env := envVar(api, name); env == nil || env.Value != want {
+			t.Errorf("%s is %+v, want %s", name, env, want)
+		}
+	}
+
+	objs = mustRender(t, map[string]any{"receipts": map[string]any{"enabled": false}})
+	api = container(t, objs, "evalmeter-api", "api")
+	for _, name := range []string{"EVALMETER_RECEIPT_KEY_FILE", "EVALMETER_PUBLIC_URL"} {
+		if env := envVar(api, name); env != nil {
+			t.Errorf("receipts off, but %+v", env)
+		}
+	}
+	for _, o := range objs {
+		if o.GetKind() == "Secret" && o.GetName() == "evalmeter-receipt-key" {
+			t.Error("receipts off, but a receipt key was generated")
 		}
 	}
 }

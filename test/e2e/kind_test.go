@@ -19,9 +19,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/evalmeter/evalmeter/client"
 	"github.com/evalmeter/evalmeter/internal/certtest"
 	"github.com/evalmeter/evalmeter/internal/metrics"
 	"github.com/evalmeter/evalmeter/internal/poll"
+	"github.com/evalmeter/evalmeter/receipt"
 )
 
 // kindEnv is what hack/e2e.sh hands over: a kind cluster with evalmeter's
@@ -289,6 +291,7 @@ spec:
 	if code, body = call("POST", "/metrics", opened.Session.Token, "kind-e2e-metrics-2", other); code != http.StatusOK || !bytes.Contains(body, []byte(`"idempotent_replay":false`)) {
 		t.Fatalf("metrics through the Ingress: %d %s", code, body)
 	}
+	checkReceipt(t, ing, "https://"+host, opened.Session.Token, other)
 
 	// validUntil passes: 403 on key-authenticated calls, before the credit check.
 	past := time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)
@@ -411,4 +414,40 @@ func dumpCluster(t *testing.T, e kindEnv, ns string) {
 		out, err := cmd.CombinedOutput()
 		t.Logf("kubectl %s (%v):\n%s", strings.Join(args, " "), err, out)
 	}
+}
+
+// checkReceipt posts a metrics request through the Ingress with the Go
+// client (a replay) and verifies its receipt against the key set the Ingress
+// serves with no credential: signed by the chart's generated key, under the
+// public URL the chart takes from the Ingress.
+func checkReceipt(t *testing.T, ing endpoint, base, token string, metricsRequest []byte) {
+	t.Helper()
+	c, err := client.New(base, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.HTTPClient = ing.client
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := c.PostMetrics(ctx, token, "kind-e2e-metrics-2", metricsRequest)
+	if err != nil {
+		t.Fatalf("metrics through the Ingress with the Go client: %v", err)
+	}
+	code, keysJSON, err := request(ing.client, "GET", base+"/.well-known/evalmeter/receipt-keys.json", "", "", nil)
+	if err != nil || code != http.StatusOK {
+		t.Fatalf("the receipt key set through the Ingress: %d %s %v", code, keysJSON, err)
+	}
+	keys, err := receipt.ParseKeySet(keysJSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, body := res.Receipt.Message()
+	v, err := receipt.Verify(m, body, keys)
+	if err != nil {
+		t.Fatalf("the receipt of a metrics response through the Ingress: %v\n%+v", err, res.Receipt)
+	}
+	if age := time.Since(v.Created); age < -time.Minute || age > 5*time.Minute || !res.Replay || m.Header.Get(receipt.HeaderClient) != "kind-e2e" {
+		t.Errorf("receipt: created %s, replay %t, client %q", v.Created, res.Replay, m.Header.Get(receipt.HeaderClient))
+	}
+	t.Logf("receipt through the Ingress: key %s, created %s, target %s", v.KeyID, v.Created.Format(time.RFC3339), res.Receipt.Request.TargetURI)
 }

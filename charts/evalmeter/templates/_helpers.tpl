@@ -56,6 +56,21 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- end -}}
 
 {{/* The Secret and key holding the session-token secret. */}}
+{{/* The receipt key's Secret and key, and the public URL the API signs under. */}}
+{{- define "evalmeter.receiptSecret" -}}
+{{- .Values.receipts.existingSecret | default (printf "%s-receipt-key" (include "evalmeter.fullname" .)) -}}
+{{- end -}}
+{{- define "evalmeter.receiptKey" -}}
+{{- if .Values.receipts.existingSecret -}}{{ .Values.receipts.existingSecretKey }}{{- else -}}key.pem{{- end -}}
+{{- end -}}
+{{- define "evalmeter.publicURL" -}}
+{{- if .Values.receipts.publicURL -}}
+{{ .Values.receipts.publicURL }}
+{{- else if .Values.ingress.enabled -}}
+{{ ternary "https" "http" (ne .Values.ingress.tlsSecret "") }}://{{ .Values.ingress.host }}
+{{- end -}}
+{{- end -}}
+
 {{- define "evalmeter.tokenSecret" -}}
 {{- .Values.tokenSecret.existingSecret | default (printf "%s-token" (include "evalmeter.fullname" .)) -}}
 {{- end -}}
