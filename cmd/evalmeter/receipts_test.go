@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -77,6 +78,12 @@ func TestReceiptFlow(t *testing.T) {
 		t.Errorf("verify --keys: %d\n%s\n%s", status, stdout, stderr)
 	}
 
+	// A verifier written apart from this code, in another language, from the RFCs.
+	if out, err := exec.Command("node", "../../docs/verify-receipt.mjs", first, keys).CombinedOutput(); err != nil ||
+		!strings.Contains(string(out), "signature: valid; content-digest: matches the body") {
+		t.Errorf("node docs/verify-receipt.mjs (Node.js is needed: apt-get install nodejs): %v\n%s", err, out)
+	}
+
 	// A replay is signed at its own time.
 	second := filepath.Join(dir, "replay.json")
 	if status, _, stderr := evalmeter(t, "submit", "--url", a.url, "--cache-file", cache, "--receipt", second, request); status != 0 {
@@ -116,6 +123,11 @@ func TestReceiptFlow(t *testing.T) {
 			status, stdout, stderr := evalmeter(t, append(append([]string{"verify", "--keys", keys}, tc.args...), changed)...)
 			if status != 1 || !strings.Contains(stderr, tc.want) || stdout != "" {
 				t.Errorf("status %d, want 1 and %q\n%s%s", status, tc.want, stdout, stderr)
+			}
+			if tc.args == nil {
+				if out, err := exec.Command("node", "../../docs/verify-receipt.mjs", changed, keys).CombinedOutput(); err == nil {
+					t.Errorf("node docs/verify-receipt.mjs accepted it:\n%s", out)
+				}
 			}
 		})
 	}
