@@ -190,11 +190,25 @@ func fieldValue(h http.Header, name string) (string, error) {
 type Signer struct {
 	key ed25519.PrivateKey
 	id  string
+	// The signature parameters around created, serialized once: they change
+	// only with it.
+	paramsHead, paramsTail string
 }
 
 // NewSigner signs with key; its key id is the key's JWK thumbprint.
 func NewSigner(key ed25519.PrivateKey) *Signer {
-	return &Signer{key: key, id: KeyID(key.Public().(ed25519.PublicKey))}
+	s := &Signer{key: key, id: KeyID(key.Public().(ed25519.PublicKey))}
+	params := httpsfv.NewParams()
+	params.Add("created", int64(0))
+	params.Add("keyid", s.id)
+	params.Add("alg", "ed25519")
+	input, err := innerList(Covered, params)
+	if err != nil {
+		panic(err) // constant components and a base64url key id always serialize
+	}
+	s.paramsHead, s.paramsTail, _ = strings.Cut(input, ";created=0")
+	s.paramsHead += ";created="
+	return s
 }
 
 // KeyID is the signer's key id.
@@ -209,14 +223,7 @@ func (s *Signer) Public() ed25519.PublicKey { return s.key.Public().(ed25519.Pub
 // Evalmeter-Session fields.
 func (s *Signer) Sign(m *Message, body []byte, created time.Time) error {
 	m.Header.Set("Content-Digest", ContentDigest(body))
-	params := httpsfv.NewParams()
-	params.Add("created", created.Unix())
-	params.Add("keyid", s.id)
-	params.Add("alg", "ed25519")
-	input, err := innerList(Covered, params)
-	if err != nil {
-		return err
-	}
+	input := s.paramsHead + strconv.FormatInt(created.Unix(), 10) + s.paramsTail
 	base, err := SignatureBase(m, Covered, input)
 	if err != nil {
 		return err
