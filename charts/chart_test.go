@@ -650,6 +650,15 @@ func TestReceiptKey(t *testing.T) {
 	if !strings.Contains(string(secret.Data["key.pem"]), "BEGIN PRIVATE KEY") || key == nil {
 		t.Errorf("not a PEM PKCS#8 key: %s", secret.Data["key.pem"])
 	}
+	var ing networkingv1.Ingress
+	object(t, objs, "Ingress", "evalmeter", &ing)
+	var paths []string
+	for _, p := range ing.Spec.Rules[0].HTTP.Paths {
+		paths = append(paths, string(*p.PathType)+" "+p.Path)
+	}
+	if !slices.Equal(paths, []string{"Prefix /api/svc/v1/", "Exact /.well-known/evalmeter/receipt-keys.json"}) {
+		t.Errorf("the Ingress routes %q; third parties need the receipt keys", paths)
+	}
 	api := container(t, objs, "evalmeter-api", "api")
 	for name, want := range map[string]string{
 		"EVALMETER_RECEIPT_KEY_FILE": "/var/run/evalmeter/receipt-key/key.pem",
