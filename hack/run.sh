@@ -68,7 +68,7 @@ Rerun a command with the same Idempotency-Key: you get the same answer, with
 
 $receipts
 With the CLI: EVALMETER_API_KEY=\$EVALMETER_KEY $bin submit --url http://$addr --receipt receipt.json REQUEST,
-then $bin verify receipt.json.
+then $bin verify --service http://$addr receipt.json.
 
 MSG
 # Not exec: the trap must run after the API stops.

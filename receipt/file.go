@@ -27,15 +27,16 @@ type FileRequest struct {
 	TargetURI string `json:"target_uri"`
 }
 
-// hopByHop fields describe one connection, not the message: left out.
-var hopByHop = map[string]bool{"connection": true, "keep-alive": true, "transfer-encoding": true, "te": true, "trailer": true, "upgrade": true, "proxy-connection": true}
+// leftOut are fields a receipt does not keep: those of one connection
+// (hop-by-hop), and cookies a proxy may set, which are nobody else's.
+var leftOut = map[string]bool{"connection": true, "keep-alive": true, "transfer-encoding": true, "te": true, "trailer": true, "upgrade": true, "proxy-connection": true, "set-cookie": true}
 
 // NewFile is the receipt of a response.
 func NewFile(status int, header http.Header, body []byte, method, targetURI string) *File {
 	f := &File{Status: status, Headers: map[string]string{}, Body: string(body), Request: FileRequest{Method: method, TargetURI: targetURI}}
 	for name, values := range header {
 		n := strings.ToLower(name)
-		if hopByHop[n] {
+		if leftOut[n] {
 			continue
 		}
 		f.Headers[n] = strings.Join(values, ", ")

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -180,10 +181,11 @@ func fieldValue(h http.Header, name string) (string, error) {
 	if len(vs) == 0 {
 		return "", fmt.Errorf("field %q is covered but not in the message", name)
 	}
-	for i := range vs {
-		vs[i] = strings.Trim(vs[i], " \t")
+	trimmed := make([]string, len(vs)) // vs is the header's own slice
+	for i, v := range vs {
+		trimmed[i] = strings.Trim(v, " \t")
 	}
-	return strings.Join(vs, ", "), nil
+	return strings.Join(trimmed, ", "), nil
 }
 
 // Signer signs responses with one key.
@@ -396,6 +398,9 @@ func parseSignature(values []string) ([]byte, error) {
 	return sig, nil
 }
 
+// bounded checks a signature field's size, and that Label names one member:
+// a dictionary keeps the last of repeated members (RFC 8941), and other
+// verifiers may take the first.
 func bounded(name string, values []string) error {
 	n := 0
 	for _, v := range values {
@@ -406,9 +411,15 @@ func bounded(name string, values []string) error {
 		return failed(CheckSignatureFields, "the response has no %s field: it is not signed", name)
 	case n > maxFieldBytes:
 		return failed(CheckSignatureFields, "%s is longer than %d bytes", name, maxFieldBytes)
+	case len(labelMember.FindAllStringIndex(strings.Join(values, ","), -1)) > 1:
+		return failed(CheckSignatureFields, "%s has the label %q twice", name, Label)
 	}
 	return nil
 }
+
+// labelMember finds a dictionary member named Label (conservatively: also
+// inside a string parameter, which our signatures never have).
+var labelMember = regexp.MustCompile(`(?:^|,)\s*` + Label + `\s*=`)
 
 // checkContentDigest checks the sha-256 member of Content-Digest against body.
 func checkContentDigest(values []string, body []byte) error {

@@ -142,6 +142,12 @@ func TestSignVerify(t *testing.T) {
 			m.Header.Set("Signature-Input", strings.Replace(m.Header.Get("Signature-Input"), ` "@target-uri";req`, "", 1))
 		}, CheckCovered},
 		{"unsigned", func(m *Message, _ *[]byte) { m.Header.Del("Signature") }, CheckSignatureFields},
+		{"label twice in Signature-Input", func(m *Message, _ *[]byte) {
+			m.Header.Set("Signature-Input", `evalmeter=("@status");created=1;keyid="x";alg="ed25519", `+m.Header.Get("Signature-Input"))
+		}, CheckSignatureFields},
+		{"label twice in Signature", func(m *Message, _ *[]byte) {
+			m.Header.Add("Signature", m.Header.Get("Signature"))
+		}, CheckSignatureFields},
 		{"no digest", func(m *Message, _ *[]byte) { m.Header.Del("Content-Digest") }, CheckCovered},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

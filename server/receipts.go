@@ -14,16 +14,22 @@ const pathReceiptKeys = "/.well-known/evalmeter/receipt-keys.json"
 
 // signReceipt names the client and the session of a metrics response and,
 // when the server has a receipt key, signs it (README "Receipts").
-func (s *Server) signReceipt(w http.ResponseWriter, r *http.Request, sess ledger.Session, body []byte) error {
+func (s *Server) signReceipt(w http.ResponseWriter, r *http.Request, sess ledger.Session, body []byte) {
 	h := w.Header()
 	h.Set(receipt.HeaderClient, sess.ClientID)
 	h.Set(receipt.HeaderSession, sess.ID)
 	if s.receipts == nil {
-		return nil
+		return
 	}
 	h.Set("Content-Type", "application/json") // as writeJSON sets it: it is signed
 	m := &receipt.Message{Status: http.StatusOK, Header: h, Method: r.Method, TargetURI: s.targetURI(r)}
-	return s.receipts.Sign(m, body, s.now())
+	if err := s.receipts.Sign(m, body, s.now()); err != nil {
+		// The metrics are recorded: answer them unsigned rather than not at all.
+		for _, f := range []string{"Content-Digest", "Signature-Input", "Signature"} {
+			h.Del(f)
+		}
+		s.log.Warn("metrics response not signed", "request_id", requestInfoFrom(r).id, "error", err)
+	}
 }
 
 // targetURI is the URI the client asked for: under PublicURL when the

@@ -1,13 +1,17 @@
 package server_test
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
 	"errors"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/evalmeter/evalmeter/internal/ledger"
 	"github.com/evalmeter/evalmeter/receipt"
 )
 
@@ -105,5 +109,29 @@ func TestReceiptsOff(t *testing.T) {
 	keys := a.do(request{method: "GET", path: "/.well-known/evalmeter/receipt-keys.json"})
 	if keys.status != http.StatusNotFound || keys.errorCode(t) != "not_found" {
 		t.Errorf("key set without a key: %d %s", keys.status, keys.body)
+	}
+}
+
+// TestReceiptSigningFails: a response that cannot be signed (here an
+// HTTP/1.0 request with no Host, so no target URI) is answered unsigned: the
+// metrics are recorded, and a 500 would lose them for the client.
+func TestReceiptSigningFails(t *testing.T) {
+	e := newEnv(t)
+	e.receipts = newReceiptSigner(t)
+	a := e.api()
+	sess := a.mustOpenSession(e.grant("acme", 3, nil), idem("s1"))
+	h := e.server(ledger.Options{Timeout: 5 * time.Second}).Handler()
+	r := httptest.NewRequest("POST", "/api/svc/v1/metrics", bytes.NewReader(mustReadFile("../api/examples/metrics-request.json")))
+	r.Host = ""
+	r.Header.Set("Authorization", "Bearer "+sess.Session.Token)
+	r.Header.Set("Idempotency-Key", idem("m1"))
+	r.Header.Set("Content-Type", "application/json")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if w.Code != http.StatusOK || w.Header().Get("Signature") != "" || w.Header().Get("Content-Digest") != "" || w.Header().Get("Evalmeter-Client") != "acme" {
+		t.Errorf("%d %v\n%s", w.Code, w.Header(), w.Body)
+	}
+	if !strings.Contains(e.logs.String(), `"msg":"metrics response not signed"`) {
+		t.Errorf("no log line says the response went unsigned:\n%s", e.logs)
 	}
 }

@@ -106,15 +106,19 @@ func receiptKeysCmd(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-const verifyUsage = `verify [--keys FILE | --keys-url URL] [--request FILE] RECEIPT
+const verifyUsage = `verify (--service BASE | --keys FILE | --keys-url URL) [--request FILE] RECEIPT
 
-Checks a receipt of evalmeter submit --receipt: that the service's key signed
+Checks a receipt of evalmeter submit --receipt: that a key you trust signed
 the response (RFC 9421, Ed25519), that its Content-Digest is the body's and,
 with --request, that the metrics are those of that request (its canonical
-digest, recomputed here). The key set comes from --keys (a JWK Set, as
-evalmeter receipt-keys prints it, or PEM public keys: no network), from
---keys-url, or by default from the receipt's service:
-BASE/.well-known/evalmeter/receipt-keys.json.
+digest, recomputed here).
+
+Name the keys you trust; a receipt cannot vouch for its own key set:
+  --service BASE  the service's key set, BASE/.well-known/evalmeter/receipt-keys.json,
+                  and the receipt must answer a request to BASE
+  --keys FILE     a JWK Set (as evalmeter receipt-keys prints it) or PEM
+                  public keys, offline
+  --keys-url URL  a JWK Set published elsewhere (the operator's site)
 
 A receipt proves that the holder of the key computed these metrics, at the
 time it names, for the client and session it names, from a payload with
@@ -126,8 +130,9 @@ Exit status: 0 when every check holds; 1 when one fails (it is named);
 // verifyCmd is evalmeter verify.
 func verifyCmd(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("verify", verifyUsage, stderr)
-	keysFile := fs.String("keys", "", "the key set: a JWK Set or PEM public keys (offline)")
-	keysURL := fs.String("keys-url", "", "fetch the key set from this URL (default: the receipt's service)")
+	service := fs.String("service", "", "the service whose published keys you trust, e.g. https://evalmeter.example.com")
+	keysFile := fs.String("keys", "", "the key set you trust: a JWK Set or PEM public keys (offline)")
+	keysURL := fs.String("keys-url", "", "fetch the key set you trust from this URL")
 	requestFile := fs.String("request", "", "the metrics request the receipt answers: check its canonical digest")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -135,8 +140,11 @@ func verifyCmd(args []string, stdout, stderr io.Writer) int {
 	if fs.NArg() != 1 {
 		return failf(stderr, "verify: name one receipt file, e.g. evalmeter verify receipt.json")
 	}
-	if *keysFile != "" && *keysURL != "" {
-		return failf(stderr, "verify: use --keys or --keys-url, not both")
+	switch n := btoi(*service != "") + btoi(*keysFile != "") + btoi(*keysURL != ""); {
+	case n == 0:
+		return failf(stderr, "verify: name the keys you trust: --service https://SERVICE (its published key set), --keys FILE or --keys-url URL; a receipt cannot vouch for its own key set")
+	case n > 1:
+		return failf(stderr, "verify: use one of --service, --keys and --keys-url")
 	}
 	b, err := readBounded(fs.Arg(0), 1<<20)
 	if err != nil {
@@ -146,7 +154,15 @@ func verifyCmd(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return failf(stderr, "verify: %s: %v", fs.Arg(0), err)
 	}
-	keys, source, err := loadKeySet(*keysFile, *keysURL, file.Request.TargetURI)
+	if *service != "" {
+		base := strings.TrimRight(*service, "/")
+		if !strings.HasPrefix(file.Request.TargetURI, base+client.Prefix+"/") {
+			fmt.Fprintf(stderr, "evalmeter verify: FAILED: service: the receipt answers a request to %s, not to the service %s\n", file.Request.TargetURI, base)
+			return 1
+		}
+		*keysURL = base + "/.well-known/evalmeter/receipt-keys.json"
+	}
+	keys, source, err := loadKeySet(*keysFile, *keysURL)
 	if err != nil {
 		return failf(stderr, "verify: %v", err)
 	}
@@ -196,8 +212,15 @@ func verifyCmd(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// loadKeySet reads the key set from a file, a URL, or the receipt's service.
-func loadKeySet(file, keysURL, targetURI string) (*receipt.KeySet, string, error) {
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// loadKeySet reads the key set from a file or a URL.
+func loadKeySet(file, keysURL string) (*receipt.KeySet, string, error) {
 	if file != "" {
 		b, err := readBounded(file, 1<<20)
 		if err != nil {
@@ -216,18 +239,20 @@ func loadKeySet(file, keysURL, targetURI string) (*receipt.KeySet, string, error
 		}
 		return keys, file, nil
 	}
-	if keysURL == "" {
-		base, ok := strings.CutSuffix(targetURI, client.Prefix+"/metrics")
-		if !ok {
-			return nil, "", fmt.Errorf("the receipt's target URI %q is not a metrics operation: give --keys or --keys-url", targetURI)
-		}
-		keysURL = base + "/.well-known/evalmeter/receipt-keys.json"
-	}
 	u, err := url.Parse(keysURL)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		return nil, "", fmt.Errorf("--keys-url %q is not an http(s) URL", keysURL)
+		return nil, "", fmt.Errorf("the key set's URL %q is not an http(s) URL", keysURL)
 	}
-	hc := &http.Client{Timeout: 30 * time.Second}
+	hc := &http.Client{
+		Timeout: 30 * time.Second,
+		// A redirect may not leave https, nor go on for ever.
+		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			if len(via) >= 5 || via[0].URL.Scheme == "https" && req.URL.Scheme != "https" {
+				return fmt.Errorf("refused redirect to %s", req.URL)
+			}
+			return nil
+		},
+	}
 	resp, err := hc.Get(keysURL)
 	if err != nil {
 		return nil, "", fmt.Errorf("fetching the key set: %v (offline, give --keys FILE)", err)
@@ -245,4 +270,35 @@ func loadKeySet(file, keysURL, targetURI string) (*receipt.KeySet, string, error
 		return nil, "", fmt.Errorf("the key set at %s: %v", keysURL, err)
 	}
 	return keys, keysURL, nil
+}
+
+// receiptChecker checks each receipt of a submission against the key set
+// of the service it was posted to, so that a receipt a third party could
+// not verify is noticed now, not at an audit.
+type receiptChecker struct {
+	base   string
+	stderr io.Writer
+	keys   *receipt.KeySet
+	err    error // fetching the key set
+}
+
+func (rc *receiptChecker) check(f *receipt.File, path string) {
+	if f.Headers["signature"] == "" {
+		fmt.Fprintf(rc.stderr, "evalmeter submit: warning: %s signs no receipts (its operator configured no receipt key): %s holds the answer unsigned, which no one can verify\n", rc.base, path)
+		return
+	}
+	if rc.keys == nil && rc.err == nil {
+		rc.keys, _, rc.err = loadKeySet("", rc.base+"/.well-known/evalmeter/receipt-keys.json")
+	}
+	if rc.err != nil {
+		fmt.Fprintf(rc.stderr, "evalmeter submit: warning: the receipt is in %s, but it could not be checked: %v\n", path, rc.err)
+		return
+	}
+	m, body := f.Message()
+	if _, err := receipt.Verify(m, body, rc.keys); err != nil {
+		fmt.Fprintf(rc.stderr, "evalmeter submit: warning: the receipt in %s does not verify against %s's key set (%v): a third party could not check it. If %s is not the URL the API signs under, its operator sets it (--public-url, receipts.publicURL)\n",
+			path, rc.base, err, rc.base)
+		return
+	}
+	fmt.Fprintf(rc.stderr, "evalmeter submit: the receipt is in %s, checked against %s's key set (evalmeter verify --service %s %s)\n", path, rc.base, rc.base, path)
 }

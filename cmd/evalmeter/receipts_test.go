@@ -57,11 +57,21 @@ func TestReceiptFlow(t *testing.T) {
 	cache := filepath.Join(dir, "sessions")
 	request := writeRequest(t, "run-1", "pass", "fail", "pass")
 	first := filepath.Join(dir, "receipt.json")
-	if status, stdout, stderr := evalmeter(t, "submit", "--url", a.url, "--cache-file", cache, "--receipt", first, request); status != 0 || !strings.Contains(stderr, "the receipt is in "+first) {
+	if status, stdout, stderr := evalmeter(t, "submit", "--url", a.url, "--cache-file", cache, "--receipt", first, request); status != 0 ||
+		!strings.Contains(stderr, "the receipt is in "+first+", checked against "+a.url+"'s key set") {
 		t.Fatalf("submit: %d\n%s\n%s", status, stdout, stderr)
 	}
 
-	status, stdout, stderr := evalmeter(t, "verify", "--request", request, first)
+	// The keys to trust are named: the receipt cannot vouch for its own.
+	if status, _, stderr := evalmeter(t, "verify", first); status != 2 || !strings.Contains(stderr, "name the keys you trust") {
+		t.Errorf("verify without keys: %d\n%s", status, stderr)
+	}
+	if status, _, stderr := evalmeter(t, "verify", "--service", "https://evalmeter.example.com", first); status != 1 ||
+		!strings.Contains(stderr, "FAILED: service: the receipt answers a request to "+a.url+"/api/svc/v1/metrics, not to the service https://evalmeter.example.com") {
+		t.Errorf("verify --service of another service: %d\n%s", status, stderr)
+	}
+
+	status, stdout, stderr := evalmeter(t, "verify", "--service", a.url, "--request", request, first)
 	if status != 0 || !strings.Contains(stdout, "verified: the holder of key ") || !strings.Contains(stdout, "client   acme, session sess_") ||
 		!strings.Contains(stdout, "request  POST "+a.url+"/api/svc/v1/metrics (status 200)") || !strings.Contains(stdout, " = "+request) {
 		t.Fatalf("verify: %d\n%s\n%s", status, stdout, stderr)
@@ -160,11 +170,30 @@ func TestReceiptsNotConfigured(t *testing.T) {
 	if status != 0 || !strings.Contains(stderr, "signs no receipts (its operator configured no receipt key)") {
 		t.Fatalf("submit: %d\n%s", status, stderr)
 	}
-	status, _, stderr = evalmeter(t, "verify", r)
+	status, _, stderr = evalmeter(t, "verify", "--service", a.url, r)
 	if status != 2 || !strings.Contains(stderr, "answered 404") {
 		t.Errorf("verify: %d\n%s", status, stderr)
 	}
 	if status, _, stderr := evalmeter(t, "receipt-keys"); status != 2 || !strings.Contains(stderr, "--receipt-key-file") {
 		t.Errorf("receipt-keys without a key: %d\n%s", status, stderr)
+	}
+}
+
+// TestReceiptWrongPublicURL: an API that signs under another URL than the
+// one the client used makes receipts no one can verify; submit says so at
+// once, not at an audit.
+func TestReceiptWrongPublicURL(t *testing.T) {
+	clearCI(t)
+	dir := t.TempDir()
+	keys := receiptKeyFlags{keyFile: writeKey(t, dir, "receipt.pem")}
+	a := startAPI(t, pgtest.NewDatabase(t), strings.Repeat("s", 32), withReceipts(t, keys), func(c *apiConfig) {
+		c.publicURL = "https://evalmeter.example.com"
+	})
+	a.grant(t, 10)
+	r := filepath.Join(dir, "receipt.json")
+	status, _, stderr := evalmeter(t, "submit", "--url", a.url, "--cache-file", filepath.Join(dir, "c"), "--receipt", r, writeRequest(t, "run", "pass"))
+	if status != 0 || !strings.Contains(stderr, "warning: the receipt in "+r+" does not verify against "+a.url+"'s key set (signature: ") ||
+		!strings.Contains(stderr, "its operator sets it (--public-url, receipts.publicURL)") {
+		t.Errorf("submit: %d\n%s", status, stderr)
 	}
 }

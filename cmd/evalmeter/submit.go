@@ -209,6 +209,7 @@ func submitCmd(args []string, stdout, stderr io.Writer) int {
 	defer cancel()
 	s := &submitter{client: c, cache: cache, now: time.Now, minWindow: *minWindow, stderr: stderr}
 
+	rc := &receiptChecker{base: c.BaseURL(), stderr: stderr}
 	gateFailed := false
 	saved.Service = c.BaseURL()
 	for i, p := range parts {
@@ -218,13 +219,10 @@ func submitCmd(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		if receipts != nil {
-			if res.Receipt.Headers["signature"] == "" {
-				fmt.Fprintf(stderr, "evalmeter submit: warning: %s signs no receipts (its operator configured no receipt key); %s holds the answer unsigned\n", c.BaseURL(), receipts[i].path)
-			}
 			if err := receipts[i].commit(res.Receipt); err != nil {
 				return failf(stderr, "submit: %v", err)
 			}
-			fmt.Fprintf(stderr, "evalmeter submit: the receipt is in %s (check it with evalmeter verify %s)\n", receipts[i].path, receipts[i].path)
+			rc.check(res.Receipt, receipts[i].path)
 		}
 		saved.Parts = append(saved.Parts, resultPart{Request: p.body, Response: res.Body})
 		if *output == "json" {

@@ -67,7 +67,8 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- if .Values.receipts.publicURL -}}
 {{ .Values.receipts.publicURL }}
 {{- else if .Values.ingress.enabled -}}
-{{ ternary "https" "http" (ne .Values.ingress.tlsSecret "") }}://{{ .Values.ingress.host }}
+{{- /* https even when TLS ends in front of the Ingress: clients refuse http to a remote host. */ -}}
+https://{{ .Values.ingress.host }}
 {{- end -}}
 {{- end -}}
 
