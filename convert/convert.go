@@ -88,6 +88,12 @@ type Options struct {
 	IDKey []byte
 	// Split allows more than MaxCases cases, for Request.Parts to cut into parts.
 	Split bool
+	// Filter is the lm-evaluation-harness filter whose lines are read; ""
+	// takes the filter of each samples file's first line.
+	Filter string
+	// PassThreshold, when set, counts a per-document metric value of at
+	// least it as a pass (lm-evaluation-harness metrics that are not 1 or 0).
+	PassThreshold *float64
 }
 
 // Result is a converted request and what the conversion had to change.
@@ -116,6 +122,7 @@ var formats = []format{
 	{name: "tau2", read: readTau2, looks: looksTau2},
 	{name: "deepeval", read: readDeepEval, looks: looksDeepEval},
 	{name: "swebench", read: readSWEBench, looks: looksSWEBench},
+	{name: "lmeval", read: readLmeval, looks: looksLmeval},
 	{name: "junit", read: readJUnit},
 }
 
@@ -173,6 +180,7 @@ func Convert(paths []string, opts Options) (*Result, error) {
 	}
 
 	s := newSink()
+	s.opts = &opts
 	for _, p := range paths {
 		s.beginFile()
 		err := f.read(p, s)
@@ -186,6 +194,9 @@ func Convert(paths []string, opts Options) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
+	}
+	for _, after := range s.afterRead {
+		after()
 	}
 	if err := s.usable(f.name, opts.Split); err != nil {
 		return nil, err

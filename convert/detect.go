@@ -83,11 +83,44 @@ func Detect(path string) (string, error) {
 				return f.name, nil
 			}
 		}
+	case bytes.HasPrefix(head, []byte("[")):
+		// An array of samples: lm-evaluation-harness before 0.4.3.
+		if sh, err := readFirstShape(br, path); err == nil && looksLmeval(sh) {
+			return "lmeval", nil
+		}
 	}
 	return "", nil
 }
 
-// detectDir recognises a tau2 results directory and a SWE-bench log directory.
+// errShapeRead stops an array after its first element.
+var errShapeRead = errors.New("shape read")
+
+// readFirstShape reads the outline of the first element of a JSON array.
+func readFirstShape(r io.Reader, name string) (*shape, error) {
+	j := newJSONReader(r, name)
+	var sh *shape
+	err := j.array(func(int) error {
+		if j.kind() != '{' {
+			return errors.New("not an object")
+		}
+		var err error
+		sh, err = shapeOf(j)
+		if err != nil {
+			return err
+		}
+		return errShapeRead
+	})
+	if !errors.Is(err, errShapeRead) {
+		if err == nil {
+			err = errors.New("no element")
+		}
+		return nil, err
+	}
+	return sh, nil
+}
+
+// detectDir recognises a tau2 results directory, an lm-evaluation-harness output
+// directory and a SWE-bench log directory.
 func detectDir(path string) (string, error) {
 	if _, err := os.Stat(filepath.Join(path, "results.json")); err == nil {
 		if looks, err := Detect(filepath.Join(path, "results.json")); err == nil && looks == "tau2" {
@@ -96,6 +129,11 @@ func detectDir(path string) (string, error) {
 	}
 	if fi, err := os.Stat(filepath.Join(path, "simulations")); err == nil && fi.IsDir() {
 		return "tau2", nil
+	}
+	// lm-evaluation-harness's output path: samples (or only aggregates), in it or
+	// in the model's directory below it.
+	if files, _ := lmevalSamplesFiles(path); len(files) > 0 || len(lmevalResultsFiles(path)) > 0 {
+		return "lmeval", nil
 	}
 	// The SWE-bench harness's logs/run_evaluation/<run>/<model>/<instance>/report.json,
 	// from any of those levels.
@@ -152,10 +190,15 @@ func isJUnit(r io.Reader) bool {
 // readShape reads the outline of a JSON object document.
 func readShape(r io.Reader, name string) (*shape, error) {
 	j := newJSONReader(r, name)
-	sh := &shape{keys: map[string]bool{}, sub: map[string]map[string]bool{}}
 	if j.kind() != '{' {
 		return nil, errors.New("not an object")
 	}
+	return shapeOf(j)
+}
+
+// shapeOf reads the outline of the object that comes next.
+func shapeOf(j *jsonReader) (*shape, error) {
+	sh := &shape{keys: map[string]bool{}, sub: map[string]map[string]bool{}}
 	err := j.object(func(top string) error {
 		sh.keys[top] = true
 		if j.kind() != '{' || len(sh.sub) >= maxShapeObjects {

@@ -1,6 +1,7 @@
 package convert
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"math"
 	"math/bits"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -576,6 +578,28 @@ func (j *jsonReader) stringIs(lit string) (is, ok bool, err error) {
 	rest := j.buf[j.pos:j.lim]
 	is = len(rest) >= len(lit)+2 && rest[len(lit)+1] == '"' && string(rest[1:len(lit)+1]) == lit
 	return is, true, j.skipString()
+}
+
+// shortNumberString reads a string and returns the number it spells, nil
+// when it spells none: a string of more than 32 bytes is skipped unread, as
+// it cannot be a number's text and may be free text.
+func (j *jsonReader) shortNumberString() (*float64, error) {
+	if j.kind() != '"' {
+		return nil, j.skip()
+	}
+	j.ensure(34)
+	rest := j.buf[j.pos:j.lim]
+	end := bytes.IndexByte(rest[1:min(len(rest), 34)], '"')
+	if end < 0 || bytes.IndexByte(rest[1:end+1], '\\') >= 0 {
+		return nil, j.skipString()
+	}
+	text := string(rest[1 : end+1])
+	j.pos += end + 2
+	v, err := strconv.ParseFloat(strings.TrimSpace(text), 64)
+	if err != nil {
+		return nil, nil
+	}
+	return &v, nil
 }
 
 // id reads an identifier written as a string or a number (the number's text).

@@ -55,9 +55,13 @@ type sink struct {
 	file      int
 	counts    map[string]int
 	order     []string
+	opts      *Options
+	// afterRead run once every file is read, before the cases are checked.
+	afterRead []func()
+	lmeval    *lmevalState
 }
 
-func newSink() *sink { return &sink{counts: map[string]int{}} }
+func newSink() *sink { return &sink{counts: map[string]int{}, opts: &Options{}} }
 
 func (s *sink) beginFile() { s.file++ }
 

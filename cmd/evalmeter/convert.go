@@ -5,7 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/evalmeter/evalmeter/convert"
@@ -24,6 +26,27 @@ const minSaltBytes = 16
 type requestFlags struct {
 	from, runID, currency, saltFile string
 	hashIDs, split                  bool
+	filter                          string
+	passThreshold                   optionalFloat
+}
+
+// optionalFloat is a float flag that may be left unset.
+type optionalFloat struct{ v *float64 }
+
+func (o *optionalFloat) String() string {
+	if o.v == nil {
+		return ""
+	}
+	return strconv.FormatFloat(*o.v, 'g', -1, 64)
+}
+
+func (o *optionalFloat) Set(s string) error {
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+		return fmt.Errorf("%q is not a number", s)
+	}
+	o.v = &v
+	return nil
 }
 
 func (rf *requestFlags) register(fs *flag.FlagSet, defaultFrom string) {
@@ -32,11 +55,13 @@ func (rf *requestFlags) register(fs *flag.FlagSet, defaultFrom string) {
 	fs.StringVar(&rf.currency, "currency", "USD", "currency of reported costs: EUR, USD or GBP")
 	fs.BoolVar(&rf.hashIDs, "hash-ids", false, "replace case ids and repeat groups by keyed hashes (key from --id-salt-file or "+EnvIDSalt+")")
 	fs.StringVar(&rf.saltFile, "id-salt-file", "", "file holding the key of --hash-ids, 16 bytes or more")
+	fs.StringVar(&rf.filter, "filter", "", "lmeval: the filter whose lines are read (default: each file's first line's)")
+	fs.Var(&rf.passThreshold, "pass-threshold", "lmeval: count a per-document metric value of at least this as a pass, for metrics that are not 1 or 0")
 }
 
 // options turns the flags into convert.Options.
 func (rf *requestFlags) options() (convert.Options, error) {
-	opts := convert.Options{Format: rf.from, RunID: rf.runID, Currency: rf.currency, Split: rf.split}
+	opts := convert.Options{Format: rf.from, RunID: rf.runID, Currency: rf.currency, Split: rf.split, Filter: rf.filter, PassThreshold: rf.passThreshold.v}
 	if rf.saltFile != "" && !rf.hashIDs {
 		return opts, errors.New("--id-salt-file is the key of --hash-ids: add --hash-ids")
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/evalmeter/evalmeter/convert"
 	"github.com/evalmeter/evalmeter/internal/metrics"
 )
 
@@ -83,7 +84,7 @@ func TestConvertCmd(t *testing.T) {
 // auto-detected, and checks that the free text planted in them appears
 // neither in the request nor in any message.
 func TestConvertCmdPrivate(t *testing.T) {
-	formats := []string{"junit", "promptfoo", "inspect", "tau2", "deepeval", "swebench"}
+	formats := convert.Formats()
 	n := 0
 	filepath.WalkDir(fixtures, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
