@@ -91,9 +91,14 @@ type Options struct {
 	// Filter is the lm-evaluation-harness filter whose lines are read; ""
 	// takes the filter of each samples file's first line.
 	Filter string
-	// PassThreshold, when set, counts a per-document metric value of at
-	// least it as a pass (lm-evaluation-harness metrics that are not 1 or 0).
+	// PassThreshold, when set, counts a score of at least it as a pass:
+	// lm-evaluation-harness metrics that are not 1 or 0, evaluation scores
+	// on OpenTelemetry traces.
 	PassThreshold *float64
+	// CaseAttribute, RepeatAttribute and ExpectedStepsAttribute name the
+	// span attributes of OpenTelemetry traces that hold the case's id, its
+	// repeat group and the steps it was expected to take.
+	CaseAttribute, RepeatAttribute, ExpectedStepsAttribute string
 }
 
 // Result is a converted request and what the conversion had to change.
@@ -123,6 +128,7 @@ var formats = []format{
 	{name: "deepeval", read: readDeepEval, looks: looksDeepEval},
 	{name: "swebench", read: readSWEBench, looks: looksSWEBench},
 	{name: "lmeval", read: readLmeval, looks: looksLmeval},
+	{name: "otel", read: readOtel, looks: looksOtel},
 	{name: "junit", read: readJUnit},
 }
 
@@ -197,6 +203,9 @@ func Convert(paths []string, opts Options) (*Result, error) {
 	}
 	for _, after := range s.afterRead {
 		after()
+	}
+	if err := s.otelUsable(); err != nil {
+		return nil, err
 	}
 	if err := s.usable(f.name, opts.Split); err != nil {
 		return nil, err

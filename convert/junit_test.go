@@ -182,7 +182,7 @@ func TestJUnitRefused(t *testing.T) {
 	}
 
 	// A JUnit file given as a JSON format is recognised as JUnit.
-	for _, format := range []string{"swebench", "promptfoo", "inspect", "tau2", "deepeval", "lmeval"} {
+	for _, format := range []string{"swebench", "promptfoo", "inspect", "tau2", "deepeval", "lmeval", "otel"} {
 		_, err := Convert([]string{junitPath("pytest.xml")}, Options{Format: format})
 		if err != nil && strings.Contains(err.Error(), "not implemented") {
 			continue

@@ -59,6 +59,10 @@ type sink struct {
 	// afterRead run once every file is read, before the cases are checked.
 	afterRead []func()
 	lmeval    *lmevalState
+	otel      *otelState
+	// otelUnscored: no trace was scored; otelScoresNoThreshold: some had
+	// scores that need Options.PassThreshold.
+	otelUnscored, otelScoresNoThreshold bool
 }
 
 func newSink() *sink { return &sink{counts: map[string]int{}, opts: &Options{}} }

@@ -28,6 +28,7 @@ type requestFlags struct {
 	hashIDs, split                  bool
 	filter                          string
 	passThreshold                   optionalFloat
+	caseAttr, repeatAttr, stepsAttr string
 }
 
 // optionalFloat is a float flag that may be left unset.
@@ -56,12 +57,16 @@ func (rf *requestFlags) register(fs *flag.FlagSet, defaultFrom string) {
 	fs.BoolVar(&rf.hashIDs, "hash-ids", false, "replace case ids and repeat groups by keyed hashes (key from --id-salt-file or "+EnvIDSalt+")")
 	fs.StringVar(&rf.saltFile, "id-salt-file", "", "file holding the key of --hash-ids, 16 bytes or more")
 	fs.StringVar(&rf.filter, "filter", "", "lmeval: the filter whose lines are read (default: each file's first line's)")
-	fs.Var(&rf.passThreshold, "pass-threshold", "lmeval: count a per-document metric value of at least this as a pass, for metrics that are not 1 or 0")
+	fs.Var(&rf.passThreshold, "pass-threshold", "lmeval, otel: count a score of at least this as a pass (an lm-eval metric that is not 1 or 0, an evaluation score on a trace)")
+	fs.StringVar(&rf.caseAttr, "case-attribute", "", "otel: the span attribute holding the case's id (default: the trace id, which differs between runs)")
+	fs.StringVar(&rf.repeatAttr, "repeat-attribute", "", "otel: the span attribute holding the case's repeat group")
+	fs.StringVar(&rf.stepsAttr, "expected-steps-attribute", "", "otel: the span attribute holding the steps the case was expected to take")
 }
 
 // options turns the flags into convert.Options.
 func (rf *requestFlags) options() (convert.Options, error) {
-	opts := convert.Options{Format: rf.from, RunID: rf.runID, Currency: rf.currency, Split: rf.split, Filter: rf.filter, PassThreshold: rf.passThreshold.v}
+	opts := convert.Options{Format: rf.from, RunID: rf.runID, Currency: rf.currency, Split: rf.split, Filter: rf.filter, PassThreshold: rf.passThreshold.v,
+		CaseAttribute: rf.caseAttr, RepeatAttribute: rf.repeatAttr, ExpectedStepsAttribute: rf.stepsAttr}
 	if rf.saltFile != "" && !rf.hashIDs {
 		return opts, errors.New("--id-salt-file is the key of --hash-ids: add --hash-ids")
 	}

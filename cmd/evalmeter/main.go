@@ -29,7 +29,7 @@ Usage:
 For customers:
   evalmeter convert [--from FORMAT] FILE...
                              turn an eval tool's results into a metrics request
-                             (FORMAT: junit, promptfoo, inspect, tau2, deepeval, swebench, lmeval, auto)
+                             (FORMAT: junit, promptfoo, inspect, tau2, deepeval, swebench, lmeval, otel, auto)
   evalmeter submit --url BASE [--from FORMAT] [--gate EXPR]... [--save-result F] [--receipt F] [--dry-run] FILE...
                              convert, check locally and post through a session
   evalmeter compare [--from FORMAT] [--max-drop POINTS] BASELINE CANDIDATE
