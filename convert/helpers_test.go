@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
 	"github.com/evalmeter/evalmeter/internal/metrics"
 )
 
@@ -91,4 +94,23 @@ func i64(v int64) *int64     { return &v }
 func f64(v float64) *float64 { return &v }
 func ptrEq[T comparable](a, b *T) bool {
 	return a == nil && b == nil || a != nil && b != nil && *a == *b
+}
+
+// checkConversion converts paths as format with opts and compares the cases
+// and the warnings with the expected ones.
+func checkConversion(t *testing.T, format string, paths []string, opts Options, want []Case, warnings []string) *Result {
+	t.Helper()
+	opts.Format = format
+	res, err := Convert(paths, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkValid(t, res)
+	if diff := cmp.Diff(want, res.Request.Cases, cmpopts.EquateEmpty(), cmpopts.EquateApprox(0, 1e-12)); diff != "" {
+		t.Errorf("cases (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(warnings, res.Warnings, cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("warnings (-want +got):\n%s", diff)
+	}
+	return res
 }

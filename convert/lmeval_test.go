@@ -6,9 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 func lmevalPath(name string) string { return filepath.Join("testdata", "lmeval", name) }
@@ -102,19 +99,7 @@ func TestLmeval(t *testing.T) {
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			opts := tc.opts
-			opts.Format = "lmeval"
-			res, err := Convert(tc.paths, opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			checkValid(t, res)
-			if diff := cmp.Diff(tc.want, res.Request.Cases, cmpopts.EquateEmpty()); diff != "" {
-				t.Errorf("cases (-want +got):\n%s", diff)
-			}
-			if diff := cmp.Diff(tc.warnings, res.Warnings); diff != "" {
-				t.Errorf("warnings (-want +got):\n%s", diff)
-			}
+			res := checkConversion(t, "lmeval", tc.paths, tc.opts, tc.want, tc.warnings)
 			if res.Format != "lmeval" || !strings.HasPrefix(res.Request.RunID, "lmeval-") {
 				t.Errorf("format %s, run id %s", res.Format, res.Request.RunID)
 			}

@@ -6,9 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 func otelPath(name string) string { return filepath.Join("testdata", "otel", name) }
@@ -91,19 +88,7 @@ func TestOtel(t *testing.T) {
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			opts := tc.opts
-			opts.Format = "otel"
-			res, err := Convert(tc.paths, opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			checkValid(t, res)
-			if diff := cmp.Diff(tc.want, res.Request.Cases, cmpopts.EquateEmpty(), cmpopts.EquateApprox(0, 1e-12)); diff != "" {
-				t.Errorf("cases (-want +got):\n%s", diff)
-			}
-			if diff := cmp.Diff(tc.warnings, res.Warnings, cmpopts.EquateEmpty()); diff != "" {
-				t.Errorf("warnings (-want +got):\n%s", diff)
-			}
+			checkConversion(t, "otel", tc.paths, tc.opts, tc.want, tc.warnings)
 		})
 	}
 }
