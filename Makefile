@@ -108,7 +108,7 @@ bench-api: ## Load the API on loopback (real server and durable PostgreSQL) besi
 	$(GO) run ./hack/loadtest -duration 10s -concurrency 32 -replicas 1,2,4
 
 .PHONY: bench-convert
-bench-convert: ## Convert a generated 200 MB Inspect AI log (.json, and as an .eval zip) beside Python's json.load of it; print wall times, peak RSS and the ratios.
+bench-convert: ## Convert a generated 200 MB Inspect AI log (.json, and as an .eval zip) and 200 MB of OTLP JSON lines beside Python's json.load of them; print wall times, peak RSS and the ratios.
 	$(GO) run ./hack/convertbench -size 200 -runs 3
 
 ##@ Build

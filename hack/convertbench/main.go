@@ -57,6 +57,10 @@ func main() {
 	if err := writeLogs(jsonLog, evalLog, *size<<20); err != nil {
 		fail(err)
 	}
+	otelLog := filepath.Join(dir, "traces.jsonl")
+	if err := writeTraces(otelLog, *size<<20); err != nil {
+		fail(err)
+	}
 
 	python, _ := exec.LookPath("python3")
 	missed := false
@@ -69,15 +73,17 @@ func main() {
 	fmt.Printf("%-6s %9s   %-35s %-28s %s\n", "log", "size", "evalmeter convert", "python3", "targets")
 	for _, c := range []struct {
 		name, path, script string
+		args               []string
 	}{
-		{".json", jsonLog, "import json,sys; json.load(open(sys.argv[1]))"},
-		{".eval", evalLog, "import json,sys,zipfile\nz=zipfile.ZipFile(sys.argv[1])\nfor n in z.namelist(): json.loads(z.read(n))"},
+		{".json", jsonLog, "import json,sys; json.load(open(sys.argv[1]))", []string{"--from", "inspect"}},
+		{".eval", evalLog, "import json,sys,zipfile\nz=zipfile.ZipFile(sys.argv[1])\nfor n in z.namelist(): json.loads(z.read(n))", []string{"--from", "inspect"}},
+		{"otlp", otelLog, "import json,sys\nfor l in open(sys.argv[1]): json.loads(l)", []string{"--from", "otel", "--case-attribute", "case"}},
 	} {
 		fi, err := os.Stat(c.path)
 		if err != nil {
 			fail(err)
 		}
-		u, err := measure(*runs, *bin, "convert", "--from", "inspect", c.path)
+		u, err := measure(*runs, *bin, append(append([]string{"convert"}, c.args...), c.path)...)
 		if err != nil {
 			fail(err)
 		}
@@ -216,6 +222,57 @@ func writeLogs(jsonPath, evalPath string, size int) error {
 		return err
 	}
 	return zw.Close()
+}
+
+// writeTraces writes about size bytes of OTLP JSON lines, as the Collector's
+// file exporter writes them: one trace a line, an agent span with its
+// evaluation and model calls whose messages make most of the bytes.
+func writeTraces(path string, size int) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	w := bufio.NewWriterSize(f, 1<<20)
+	rng := rand.New(rand.NewPCG(17, 17))
+	attr := func(k string, v any) map[string]any {
+		if s, ok := v.(string); ok {
+			return map[string]any{"key": k, "value": map[string]any{"stringValue": s}}
+		}
+		return map[string]any{"key": k, "value": map[string]any{"intValue": fmt.Sprint(v)}}
+	}
+	const start = 1764064800000000000
+	for i, n := 0, 0; n < size && i < samples; i++ {
+		trace := fmt.Sprintf("%032x", i+1)
+		spans := []any{map[string]any{
+			"traceId": trace, "spanId": "0000000000000001", "name": "invoke_agent", "kind": 1,
+			"startTimeUnixNano": fmt.Sprint(start), "endTimeUnixNano": fmt.Sprint(start + 2_000_000_000),
+			"attributes": []any{attr("gen_ai.operation.name", "invoke_agent"), attr("case", fmt.Sprintf("c%d", i))},
+			"events": []any{map[string]any{"name": "gen_ai.evaluation.result", "attributes": []any{
+				attr("gen_ai.evaluation.name", "correctness"), attr("gen_ai.evaluation.score.label", []string{"pass", "fail"}[i%2]),
+				attr("gen_ai.evaluation.explanation", text(rng, 300))}}},
+			"status": map[string]any{"code": 0},
+		}}
+		for k := 0; k*20600 < size/samples; k++ {
+			spans = append(spans, map[string]any{
+				"traceId": trace, "spanId": fmt.Sprintf("%016x", k+2), "parentSpanId": "0000000000000001", "name": "chat gpt-4o", "kind": 3,
+				"startTimeUnixNano": fmt.Sprint(start), "endTimeUnixNano": fmt.Sprint(start + 500_000_000),
+				"attributes": []any{attr("gen_ai.operation.name", "chat"), attr("gen_ai.usage.input_tokens", 1000), attr("gen_ai.usage.output_tokens", 100),
+					attr("gen_ai.input.messages", text(rng, 10000)), attr("gen_ai.output.messages", text(rng, 10000))},
+				"status": map[string]any{"code": 0},
+			})
+		}
+		b, err := json.Marshal(map[string]any{"resourceSpans": []any{map[string]any{
+			"resource":   map[string]any{"attributes": []any{attr("service.name", "agent")}},
+			"scopeSpans": []any{map[string]any{"scope": map[string]any{"name": "bench"}, "spans": spans}},
+		}}})
+		if err != nil {
+			return err
+		}
+		w.Write(append(b, '\n'))
+		n += len(b) + 1
+	}
+	return w.Flush()
 }
 
 func writeMember(zw *zip.Writer, name string, b []byte) error {
