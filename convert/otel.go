@@ -562,6 +562,7 @@ func (st *otelState) traceCase(t *otelTrace, s *sink) (Case, bool) {
 	}
 	if hasCost {
 		c.Cost = &cost
+		s.otelCost = true
 	}
 	if expected != nil && *expected >= 0 && *expected == math.Trunc(*expected) && *expected <= maxSteps {
 		c.Trace = &Trace{ExpectedSteps: int(*expected), ObservedSteps: observed}
@@ -623,6 +624,12 @@ func otelStatus(outcomes []otelOutcome, s *sink) (Status, bool) {
 
 // otelUsable refuses traces that none of which is scored.
 func (s *sink) otelUsable() error {
+	if s.otelCost && s.opts.Currency != "" && s.opts.Currency != "USD" {
+		return &UnusableError{
+			Reason: "the traces state costs in USD (llm.cost.total), not " + s.opts.Currency,
+			Hint:   "convert them with --currency USD",
+		}
+	}
 	if !s.otelUnscored {
 		return nil
 	}

@@ -110,6 +110,10 @@ func TestOtelRefused(t *testing.T) {
 			t.Errorf("%s: %v, want an UnusableError saying %q", filepath.Base(path), err, want)
 		}
 	}
+	// OpenInference's costs are in USD.
+	if _, err := Convert([]string{otelPath("openinference.jsonl")}, Options{Format: "otel", Currency: "EUR"}); err == nil || !strings.Contains(err.Error(), "convert them with --currency USD") {
+		t.Errorf("costs in USD converted as EUR: %v", err)
+	}
 }
 
 func TestOtelDetect(t *testing.T) {

@@ -63,6 +63,7 @@ type sink struct {
 	// otelUnscored: no trace was scored; otelScoresNoThreshold: some had
 	// scores that need Options.PassThreshold.
 	otelUnscored, otelScoresNoThreshold bool
+	otelCost                            bool // a trace states a cost (in USD)
 }
 
 func newSink() *sink { return &sink{counts: map[string]int{}, opts: &Options{}} }
