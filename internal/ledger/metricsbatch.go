@@ -143,7 +143,9 @@ func (s *Store) writeMetrics(batch []*metricsWrite) {
 			w.sess.ClientID, w.key, w.rec.RequestSHA256[:], w.rec.Metrics, w.now, w.sess.ID
 	}
 	// DO NOTHING, then a read of the holder by the caller: a replay writes
-	// no tuple (a no-op DO UPDATE would).
+	// no tuple (a no-op DO UPDATE would). Rows go in in key order: two
+	// statements inserting the same keys in another order each lock a key
+	// the other waits for, and PostgreSQL ends one as a deadlock.
 	rows, err := s.pool.Query(ctx, `
 		WITH input AS (
 			SELECT * FROM unnest($1::text[], $2::text[], $3::bytea[], $4::bytea[], $5::timestamptz[], $6::text[])
@@ -156,6 +158,7 @@ func (s *Store) writeMetrics(batch []*metricsWrite) {
 		), saved AS (
 			INSERT INTO metrics_requests (client_id, idempotency_key, request_sha256, metrics, created_at)
 			SELECT client_id, idempotency_key, request_sha256, metrics, created_at FROM live
+			ORDER BY client_id, idempotency_key
 			ON CONFLICT (client_id, idempotency_key) DO NOTHING
 			RETURNING client_id, idempotency_key
 		)
