@@ -50,14 +50,20 @@ key=$("$bin" clients grant --client-id dev --hours 10 --rotate-key 2>/dev/null)
 cat <<MSG
 
 evalmeter API on http://$addr (operations: http://$ops_addr/metrics, /healthz, /readyz)
-Client "dev" has 10 evaluation-hour credits. Its API key (new on every run):
+Client "dev" has 10 evaluation-hour credits. Its API key (new on every run), in the
+variables the evalmeter CLI reads:
 
-  export EVALMETER_KEY=$key
+  export EVALMETER_URL=http://$addr EVALMETER_API_KEY=$key
 
-Try:
+Try, with the CLI (the example request, through a session of one credit):
 
-  curl -s -H "Authorization: Bearer \$EVALMETER_KEY" http://$addr/api/svc/v1/usage
-  TOKEN=\$(curl -s -X POST -H "Authorization: Bearer \$EVALMETER_KEY" -H "Idempotency-Key: example-session-0001" \\
+  $bin submit --receipt receipt.json api/examples/metrics-request.json
+  $bin usage
+
+or with curl:
+
+  curl -s -H "Authorization: Bearer \$EVALMETER_API_KEY" http://$addr/api/svc/v1/usage
+  TOKEN=\$(curl -s -X POST -H "Authorization: Bearer \$EVALMETER_API_KEY" -H "Idempotency-Key: example-session-0001" \\
       http://$addr/api/svc/v1/sessions | sed -E 's/.*"token":"([^"]+)".*/\1/')
   curl -s -X POST -H "Authorization: Bearer \$TOKEN" -H "Idempotency-Key: example-metrics-0001" \\
       -H "Content-Type: application/json" --data-binary @api/examples/metrics-request.json \\
@@ -67,8 +73,7 @@ Rerun a command with the same Idempotency-Key: you get the same answer, with
 "idempotent_replay": true, and no second credit. Ctrl-C stops the API and removes the database.
 
 $receipts
-With the CLI: EVALMETER_API_KEY=\$EVALMETER_KEY $bin submit --url http://$addr --receipt receipt.json REQUEST,
-then $bin verify --service http://$addr receipt.json.
+Check a receipt: $bin verify --service http://$addr receipt.json
 
 MSG
 # Not exec: the trap must run after the API stops.

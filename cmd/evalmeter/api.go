@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -148,7 +149,10 @@ func readSecret(env, flag, file string) ([]byte, error) {
 // serveAPI runs evalmeter api until SIGTERM or SIGINT, then drains.
 func serveAPI(args []string, stderr io.Writer) int {
 	cfg, err := parseAPIConfig(args, stderr)
-	if err != nil {
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case err != nil:
 		return failf(stderr, "api: configuration:\n  %v", err)
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.logLevel}))

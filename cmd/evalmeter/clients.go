@@ -38,8 +38,11 @@ func clients(args []string, stdout, stderr io.Writer) int {
 	since := fs.String("since", "", "events: only events at or after this time (RFC 3339 or YYYY-MM-DD, UTC)")
 	month := fs.String("month", "", "report: the calendar month, YYYY-MM (UTC)")
 	output := fs.String("output", "json", "events, report: json or csv")
-	if err := fs.Parse(args[1:]); err != nil || fs.NArg() > 0 {
-		return 2
+	if status, ok := parseFlags(fs, args[1:]); !ok {
+		return status
+	}
+	if fs.NArg() > 0 {
+		return failf(stderr, "%s: unexpected argument %q", fs.Name(), fs.Arg(0))
 	}
 	if *dbURL == "" || *clientID == "" && args[0] != "report" {
 		return failf(stderr, "clients: set --client-id, and DATABASE_URL or --database-url")

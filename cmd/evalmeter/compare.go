@@ -48,8 +48,8 @@ func compareCmd(args []string, stdout, stderr io.Writer) int {
 	output := fs.String("output", "text", "text, json, or markdown (a pull-request comment)")
 	resultBaseline := fs.String("result-baseline", "", "result file of submit --save-result for BASELINE: check that the service computed it")
 	resultCandidate := fs.String("result-candidate", "", "result file of submit --save-result for CANDIDATE")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if status, ok := parseFlags(fs, args); !ok {
+		return status
 	}
 	if fs.NArg() != 2 {
 		return failf(stderr, "compare: name two runs, e.g. evalmeter compare baseline.json candidate.json")

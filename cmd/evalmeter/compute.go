@@ -18,8 +18,8 @@ func compute(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: evalmeter compute [FILE]\n\nPrints the metrics of the request in FILE (standard input when absent),\nor its error envelope and exit status 1 when it would be refused.")
 	}
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if status, ok := parseFlags(fs, args); !ok {
+		return status
 	}
 	if fs.NArg() > 1 {
 		fs.Usage()

@@ -39,8 +39,11 @@ func runController(args []string, stderr io.Writer) int {
 		"remaining hours at or below which an agreement without spec.lowCreditThreshold reports LowCredit (env EVALMETER_LOW_CREDIT_THRESHOLD)")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
-	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
-		return 2
+	if status, ok := parseFlags(fs, args); !ok {
+		return status
+	}
+	if fs.NArg() > 0 {
+		return failf(stderr, "%s: unexpected argument %q", fs.Name(), fs.Arg(0))
 	}
 	if *dbURL == "" {
 		return failf(stderr, "controller: set DATABASE_URL (or --database-url) to the PostgreSQL URL")

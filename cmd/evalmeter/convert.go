@@ -144,8 +144,8 @@ func convertCmd(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("convert", convertUsage, stderr)
 	var rf requestFlags
 	rf.register(fs, "auto")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if status, ok := parseFlags(fs, args); !ok {
+		return status
 	}
 	if fs.NArg() == 0 {
 		return failf(stderr, "convert: name the results files, e.g. evalmeter convert --from junit report.xml")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -32,6 +33,19 @@ func newFlagSet(name, usage string, stderr io.Writer) *flag.FlagSet {
 		fs.PrintDefaults()
 	}
 	return fs
+}
+
+// parseFlags parses a command's flags. When the command must stop, ok is
+// false and status is its exit status: 0 after -h or --help (the usage is
+// printed), 2 after a flag that is wrong.
+func parseFlags(fs *flag.FlagSet, args []string) (status int, ok bool) {
+	switch err := fs.Parse(args); {
+	case errors.Is(err, flag.ErrHelp):
+		return 0, false
+	case err != nil:
+		return 2, false
+	}
+	return 0, true
 }
 
 // failf prints a message for the user on stderr and returns exit status 2.

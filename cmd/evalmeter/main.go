@@ -21,6 +21,10 @@ Usage:
                              create or update a client in PostgreSQL; prints a new API key once
   evalmeter clients show --client-id ID
                              print a client's usage figures
+  evalmeter clients events --client-id ID [--since DATE] [--output json|csv]
+                             the client's allocations and sessions, for an audit
+  evalmeter clients report --month YYYY-MM [--output json|csv]
+                             per client: sessions and allocation change, for invoicing
   evalmeter receipt-keys --receipt-key-file FILE
                              print the JWK Set of the keys that sign receipts
   evalmeter compute [FILE]   compute the metrics of a request (FILE, or standard input)

@@ -112,3 +112,26 @@ func TestSchemaCommand(t *testing.T) {
 		t.Errorf("extra argument: exit status %d, want 2", status)
 	}
 }
+
+// TestHelp: -h and --help of every command print its usage and exit 0, and
+// the top-level help names every command.
+func TestHelp(t *testing.T) {
+	commands := [][]string{{"api"}, {"controller"}, {"migrate"}, {"clients", "grant"}, {"clients", "events"}, {"compute"},
+		{"convert"}, {"submit"}, {"compare"}, {"verify"}, {"receipt-keys"}, {"usage"}}
+	for _, cmd := range commands {
+		for _, flag := range []string{"-h", "--help"} {
+			var stdout, stderr bytes.Buffer
+			if status := run(append(append([]string{}, cmd...), flag), strings.NewReader(""), &stdout, &stderr); status != 0 || !strings.Contains(stderr.String(), "Usage: evalmeter "+cmd[0]) {
+				t.Errorf("evalmeter %s %s: status %d\n%s", strings.Join(cmd, " "), flag, status, stderr.String())
+			}
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	run([]string{"help"}, nil, &stdout, &stderr)
+	for _, name := range []string{"api", "controller", "migrate", "clients grant", "clients show", "clients events", "clients report",
+		"compute", "schema", "convert", "submit", "compare", "verify", "receipt-keys", "usage", "version"} {
+		if !strings.Contains(stdout.String(), "evalmeter "+name) {
+			t.Errorf("the top-level help does not name evalmeter %s", name)
+		}
+	}
+}

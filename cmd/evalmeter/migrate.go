@@ -11,8 +11,11 @@ import (
 func migrate(args []string, stderr io.Writer) int {
 	fs := newFlagSet("migrate", "migrate [--database-url URL]", stderr)
 	dbURL := fs.String("database-url", envOr("DATABASE_URL", ""), "PostgreSQL URL (env DATABASE_URL)")
-	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
-		return 2
+	if status, ok := parseFlags(fs, args); !ok {
+		return status
+	}
+	if fs.NArg() > 0 {
+		return failf(stderr, "%s: unexpected argument %q", fs.Name(), fs.Arg(0))
 	}
 	if *dbURL == "" {
 		return failf(stderr, "migrate: set DATABASE_URL or --database-url")

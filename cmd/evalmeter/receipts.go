@@ -85,8 +85,8 @@ func receiptKeysCmd(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("receipt-keys", receiptKeysUsage, stderr)
 	var kf receiptKeyFlags
 	kf.register(fs)
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if status, ok := parseFlags(fs, args); !ok {
+		return status
 	}
 	if fs.NArg() > 0 {
 		return failf(stderr, "receipt-keys: unexpected argument %q", fs.Arg(0))
@@ -134,8 +134,8 @@ func verifyCmd(args []string, stdout, stderr io.Writer) int {
 	keysFile := fs.String("keys", "", "the key set you trust: a JWK Set or PEM public keys (offline)")
 	keysURL := fs.String("keys-url", "", "fetch the key set you trust from this URL")
 	requestFile := fs.String("request", "", "the metrics request the receipt answers: check its canonical digest")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if status, ok := parseFlags(fs, args); !ok {
+		return status
 	}
 	if fs.NArg() != 1 {
 		return failf(stderr, "verify: name one receipt file, e.g. evalmeter verify receipt.json")

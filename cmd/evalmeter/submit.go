@@ -95,8 +95,8 @@ func submitCmd(args []string, stdout, stderr io.Writer) int {
 	savePath := fs.String("save-result", "", "write the request(s) and the service's response(s) (with --dry-run, the requests alone) to this file, for evalmeter compare and as a CI artifact")
 	receiptPath := fs.String("receipt", "", "write the service's signed answer, the receipt a third party checks with evalmeter verify, to this file (FILE-1, FILE-2, ... for a split run)")
 	dryRun := fs.Bool("dry-run", false, "convert and check the request, print the metrics computed here, and post nothing: no credit is spent")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if status, ok := parseFlags(fs, args); !ok {
+		return status
 	}
 	ci := detectCI(os.Getenv)
 	if ci != nil {
@@ -501,8 +501,11 @@ func usageCmd(args []string, stdout, stderr io.Writer) int {
 	var cf clientFlags
 	cf.register(fs)
 	output := fs.String("output", "text", "text or json")
-	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
-		return 2
+	if status, ok := parseFlags(fs, args); !ok {
+		return status
+	}
+	if fs.NArg() > 0 {
+		return failf(stderr, "%s: unexpected argument %q", fs.Name(), fs.Arg(0))
 	}
 	if *output != "text" && *output != "json" {
 		return failf(stderr, "usage: --output %q: use text or json", *output)
