@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -502,7 +503,7 @@ func gitlabTemplate(t *testing.T, inputs map[string]string) (env map[string]stri
 		default:
 			t.Fatalf("input %s is required", name)
 		}
-		if len(in.Options) > 0 && !contains(in.Options, v) {
+		if len(in.Options) > 0 && !slices.Contains(in.Options, v) {
 			t.Fatalf("input %s: %q is not one of %v", name, v, in.Options)
 		}
 		values[name] = v
@@ -546,15 +547,6 @@ func gitlabTemplate(t *testing.T, inputs map[string]string) (env map[string]stri
 		job.Script[i] = interpolate(job.Script[i])
 	}
 	return env, strings.Join(job.Script, "\n")
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // gitlab is a project on GitLab: its artifacts API, which serves the last artifacts of
@@ -695,7 +687,7 @@ func testGitLabTemplate(t *testing.T, rel *release) {
 
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if want := "/api/v4/projects/42/jobs/artifacts/main/raw/evalmeter-result.json?job=evalmeter"; !contains(g.requests, want) {
+	if want := "/api/v4/projects/42/jobs/artifacts/main/raw/evalmeter-result.json?job=evalmeter"; !slices.Contains(g.requests, want) {
 		t.Errorf("artifact requests %v, want %s", g.requests, want)
 	}
 }

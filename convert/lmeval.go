@@ -76,12 +76,14 @@ func lmevalResultsFiles(dir string) []string {
 	return files
 }
 
+// lmevalDoc is a document of a task.
+type lmevalDoc struct{ task, docID string }
+
 // lmevalState is what the reader keeps across the files of one conversion.
 type lmevalState struct {
 	tasks map[string]bool
-	// caseTask is the task of each case the reader added, by index.
-	caseTask map[int]string
-	docIDs   map[int]string
+	// cases are the task and doc_id of each case the reader added, by index.
+	cases map[int]lmevalDoc
 }
 
 func readLmeval(path string, s *sink) error {
@@ -102,7 +104,7 @@ func readLmeval(path string, s *sink) error {
 		}
 	}
 	if s.lmeval == nil {
-		s.lmeval = &lmevalState{tasks: map[string]bool{}, caseTask: map[int]string{}, docIDs: map[int]string{}}
+		s.lmeval = &lmevalState{tasks: map[string]bool{}, cases: map[int]lmevalDoc{}}
 		s.afterRead = append(s.afterRead, s.lmeval.prefixTasks(s))
 	}
 	for _, f := range files {
@@ -198,8 +200,7 @@ func (r *lmevalFileReader) line(j *jsonReader) error {
 	}
 	st := r.s.lmeval
 	st.tasks[r.task] = true
-	st.caseTask[len(r.s.cases)] = r.task
-	st.docIDs[len(r.s.cases)] = line.docID
+	st.cases[len(r.s.cases)] = lmevalDoc{r.task, line.docID}
 	c.ID = r.s.caseID(line.docID, "")
 	r.s.add(c)
 	return nil
@@ -346,8 +347,8 @@ func (st *lmevalState) prefixTasks(s *sink) func() {
 		if len(st.tasks) < 2 {
 			return
 		}
-		for i, task := range st.caseTask {
-			id, changed := fitID(task+":"+st.docIDs[i], "", maxIDLen)
+		for i, doc := range st.cases {
+			id, changed := fitID(doc.task+":"+doc.docID, "", maxIDLen)
 			if changed {
 				s.warn(warnIDRewritten)
 			}

@@ -63,11 +63,11 @@ type otelSpan struct {
 	caseID, repeat   string
 	expected         *float64
 	outcomes         []otelOutcome
-	hasTokens        bool
 	childHasTokens   bool
 	childHasCost     bool
-	order            int
 }
+
+func (sp *otelSpan) hasTokens() bool { return sp.inTokens != nil || sp.outTokens != nil }
 
 // otelOutcome is one evaluation result: a label, a score, or both.
 type otelOutcome struct {
@@ -80,14 +80,12 @@ type otelOutcome struct {
 type otelTrace struct {
 	id    string
 	spans []*otelSpan
-	order int
 }
 
 // otelState is what the reader keeps across the files of one conversion.
 type otelState struct {
 	traces map[string]*otelTrace
 	order  []*otelTrace
-	spans  int
 }
 
 func readOtel(path string, s *sink) error {
@@ -145,8 +143,7 @@ func (st *otelState) resourceSpans(j *jsonReader, s *sink) error {
 
 // span reads one span and files it under its trace.
 func (st *otelState) span(j *jsonReader, s *sink) error {
-	sp := &otelSpan{order: st.spans}
-	st.spans++
+	sp := &otelSpan{}
 	var traceID string
 	var kind string // OpenInference's
 	var operation string
@@ -211,7 +208,7 @@ func (st *otelState) span(j *jsonReader, s *sink) error {
 	}
 	t := st.traces[traceID]
 	if t == nil {
-		t = &otelTrace{id: traceID, order: len(st.order)}
+		t = &otelTrace{id: traceID}
 		st.traces[traceID] = t
 		st.order = append(st.order, t)
 	}
@@ -343,13 +340,13 @@ func readOtelAttribute(j *jsonReader, key string, sp *otelSpan, kind, operation 
 	case key == "gen_ai.usage.input_tokens" || key == "gen_ai.usage.prompt_tokens" || key == "llm.token_count.prompt":
 		_, v, err := otelAny(j)
 		if v != nil && sp.inTokens == nil {
-			sp.inTokens, sp.hasTokens = v, true
+			sp.inTokens = v
 		}
 		return err
 	case key == "gen_ai.usage.output_tokens" || key == "gen_ai.usage.completion_tokens" || key == "llm.token_count.completion":
 		_, v, err := otelAny(j)
 		if v != nil && sp.outTokens == nil {
-			sp.outTokens, sp.hasTokens = v, true
+			sp.outTokens = v
 		}
 		return err
 	case key == "llm.cost.total":
@@ -501,7 +498,7 @@ func (st *otelState) traceCase(t *otelTrace, s *sink) (Case, bool) {
 	rootFound := false
 	for _, sp := range t.spans {
 		if p := byID[sp.parentID]; sp.parentID != "" && p != nil && p != sp {
-			if sp.hasTokens {
+			if sp.hasTokens() {
 				p.childHasTokens = true
 			}
 			if sp.cost != nil {
@@ -534,7 +531,7 @@ func (st *otelState) traceCase(t *otelTrace, s *sink) (Case, bool) {
 		if expected == nil {
 			expected = sp.expected
 		}
-		if sp.hasTokens && !sp.childHasTokens {
+		if sp.hasTokens() && !sp.childHasTokens {
 			if sp.inTokens != nil {
 				in, hasIn = in+*sp.inTokens, true
 			}

@@ -2,7 +2,6 @@ package server
 
 import (
 	"net/http"
-	"strings"
 
 	"github.com/evalmeter/evalmeter/internal/ledger"
 	"github.com/evalmeter/evalmeter/receipt"
@@ -56,6 +55,3 @@ func (s *Server) getReceiptKeys(w http.ResponseWriter, r *http.Request) error {
 	writeJSON(w, http.StatusOK, s.receiptKeys)
 	return nil
 }
-
-// trimURL is a public URL without its trailing slash.
-func trimURL(u string) string { return strings.TrimRight(u, "/") }

@@ -10,6 +10,7 @@ import (
 	"log"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -116,7 +117,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		receipts:    cfg.Receipts,
 		receiptKeys: receiptKeys,
-		publicURL:   trimURL(cfg.PublicURL),
+		publicURL:   strings.TrimRight(cfg.PublicURL, "/"),
 		ledger:      cfg.Ledger,
 		tokens:      cfg.Tokens,
 		now:         cfg.Now,

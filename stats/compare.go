@@ -16,6 +16,23 @@ type Case struct {
 	Cost *float64
 }
 
+// Tokens is a case's token count as the comparison takes it: input plus
+// output tokens, nil when the case reports neither.
+func Tokens(input, output *int64) *float64 {
+	if input == nil && output == nil {
+		return nil
+	}
+	var t int64
+	if input != nil {
+		t += *input
+	}
+	if output != nil {
+		t += *output
+	}
+	f := float64(t)
+	return &f
+}
+
 // key is the case's unit of analysis: its repeat group, else itself. The two
 // kinds of key are kept apart, so that a case whose id is "t1" and has no
 // group is not taken for repeat group "t1".

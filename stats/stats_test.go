@@ -24,19 +24,8 @@ type vectorCase struct {
 }
 
 func (v vectorCase) toCase() Case {
-	c := Case{ID: v.ID, Group: v.Group, Pass: v.Status == "pass", LatencyMS: v.LatencyMS, Cost: v.Cost}
-	if v.InputTokens != nil || v.OutputTokens != nil {
-		var t int64
-		if v.InputTokens != nil {
-			t += *v.InputTokens
-		}
-		if v.OutputTokens != nil {
-			t += *v.OutputTokens
-		}
-		f := float64(t)
-		c.Tokens = &f
-	}
-	return c
+	return Case{ID: v.ID, Group: v.Group, Pass: v.Status == "pass", LatencyMS: v.LatencyMS, Cost: v.Cost,
+		Tokens: Tokens(v.InputTokens, v.OutputTokens)}
 }
 
 type vector struct {
@@ -45,14 +34,8 @@ type vector struct {
 	Baseline  []vectorCase `json:"baseline"`
 	Candidate []vectorCase `json:"candidate"`
 	Expect    struct {
-		Baseline  RunSummary     `json:"baseline"`
-		Candidate RunSummary     `json:"candidate"`
-		Paired    PassDifference `json:"paired"`
-		LatencyMS Difference     `json:"latency_ms"`
-		Tokens    Difference     `json:"tokens"`
-		Cost      Difference     `json:"cost"`
-		Unmatched Unmatched      `json:"unmatched"`
-		Verdict   Verdict        `json:"verdict"`
+		Comparison
+		Verdict Verdict `json:"verdict"`
 	} `json:"expect"`
 }
 

@@ -115,7 +115,6 @@ func compareCmd(args []string, stdout, stderr io.Writer) int {
 type compareRun struct {
 	path, format, runID, currency string
 	cases                         []stats.Case
-	ids                           []string
 	// digests are the engine's canonical SHA-256 of each request as posted
 	// (one per part of a split run).
 	digests []string
@@ -226,8 +225,7 @@ func readRun(path string) (*compareRun, error) {
 	if err != nil {
 		return nil, &runError{2, err}
 	}
-	if isResult(b) {
-		saved, digests, err := parseResult(path, b)
+	if saved, digests, err := parseResult(path, b); !errors.Is(err, errNotResult) {
 		if err != nil {
 			return nil, err
 		}
@@ -266,20 +264,8 @@ func readRun(path string) (*compareRun, error) {
 
 func (r *compareRun) addCases(cases []convert.Case) {
 	for _, c := range cases {
-		sc := stats.Case{ID: c.ID, Group: c.RepeatGroup, Pass: c.Status == convert.Pass, LatencyMS: c.LatencyMS, Cost: c.Cost}
-		if c.InputTokens != nil || c.OutputTokens != nil {
-			var t int64
-			if c.InputTokens != nil {
-				t += *c.InputTokens
-			}
-			if c.OutputTokens != nil {
-				t += *c.OutputTokens
-			}
-			tf := float64(t)
-			sc.Tokens = &tf
-		}
-		r.cases = append(r.cases, sc)
-		r.ids = append(r.ids, c.ID)
+		r.cases = append(r.cases, stats.Case{ID: c.ID, Group: c.RepeatGroup, Pass: c.Status == convert.Pass,
+			LatencyMS: c.LatencyMS, Tokens: stats.Tokens(c.InputTokens, c.OutputTokens), Cost: c.Cost})
 	}
 }
 
@@ -288,15 +274,15 @@ var hashedID = regexp.MustCompile(`^[0-9a-f]{32}(:[0-9]+)?$`)
 // noOverlapHint explains two runs that share no case: almost always two
 // id schemes.
 func noOverlapHint(base, cand *compareRun) string {
-	hashed := func(ids []string) bool {
-		for _, id := range ids {
-			if !hashedID.MatchString(id) {
+	hashed := func(cases []stats.Case) bool {
+		for _, c := range cases {
+			if !hashedID.MatchString(c.ID) {
 				return false
 			}
 		}
-		return len(ids) > 0
+		return len(cases) > 0
 	}
-	switch bh, ch := hashed(base.ids), hashed(cand.ids); {
+	switch bh, ch := hashed(base.cases), hashed(cand.cases); {
 	case bh && !ch:
 		return "the runs share no case: the baseline's ids are keyed hashes (--hash-ids) and the candidate's are not; convert both the same way"
 	case ch && !bh:

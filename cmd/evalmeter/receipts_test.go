@@ -150,7 +150,10 @@ func TestReceiptFlow(t *testing.T) {
 	if status, stdout, stderr := evalmeter(t, "verify", "--keys-url", b2.url+"/.well-known/evalmeter/receipt-keys.json", first); status != 0 {
 		t.Errorf("verify after the rotation: %d\n%s\n%s", status, stdout, stderr)
 	}
-	status, onlyNew, _ := evalmeter(t, "receipt-keys", "--receipt-key-file", newKey)
+	status, onlyNew, stderr := evalmeter(t, "receipt-keys", "--receipt-key-file", newKey)
+	if status != 0 {
+		t.Fatalf("receipt-keys: %d %s", status, stderr)
+	}
 	newKeys := filepath.Join(dir, "new-keys.json")
 	os.WriteFile(newKeys, []byte(onlyNew), 0o600)
 	if status, _, stderr := evalmeter(t, "verify", "--keys", newKeys, first); status != 1 || !strings.Contains(stderr, "FAILED: key: key ") {

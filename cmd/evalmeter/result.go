@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -95,13 +97,8 @@ func writeResult(path string, r *savedResult) error {
 	return f.commit(r)
 }
 
-// isResult reports whether a JSON document is a result file.
-func isResult(b []byte) bool {
-	var probe struct {
-		Format *string `json:"evalmeter_result"`
-	}
-	return json.Unmarshal(b, &probe) == nil && probe.Format != nil
-}
+// errNotResult is a document without the evalmeter_result member.
+var errNotResult = errors.New("not a result file of evalmeter submit --save-result")
 
 // readResult reads a result file and checks that each part's digest, which
 // the engine recomputes from the request, is the one the service answered.
@@ -115,13 +112,17 @@ func readResult(path string) (*savedResult, []string, error) {
 	return parseResult(path, b)
 }
 
+// parseResult reads a result file, or returns an error wrapping errNotResult
+// for a document that is not one. A file of up to maxResultBytes is decoded
+// once.
 func parseResult(path string, b []byte) (*savedResult, []string, error) {
 	var r savedResult
-	if !isResult(b) {
-		return nil, nil, fmt.Errorf("%s: not a result file of evalmeter submit --save-result", path)
-	}
-	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, nil, fmt.Errorf("%s: not a result file of evalmeter submit --save-result: %v", path, err)
+	err := json.Unmarshal(b, &r)
+	switch {
+	case err != nil && bytes.Contains(b, []byte(`"evalmeter_result"`)):
+		return nil, nil, fmt.Errorf("%s: a result file of evalmeter submit --save-result that does not decode: %v", path, err)
+	case err != nil || r.Format == "":
+		return nil, nil, fmt.Errorf("%s: %w", path, errNotResult)
 	}
 	if r.Format != resultFormat {
 		return nil, nil, fmt.Errorf("%s: result file version %q; this evalmeter reads version %s", path, r.Format, resultFormat)

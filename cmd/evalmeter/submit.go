@@ -164,56 +164,45 @@ func submitCmd(args []string, stdout, stderr io.Writer) int {
 			receipts = append(receipts, f)
 		}
 	}
-	saved := &savedResult{Format: resultFormat, RunID: runID, CI: ci}
+	saved := &savedResult{Format: resultFormat, RunID: runID, CI: ci, DryRun: *dryRun}
+	// post answers a part: the service's answer, or on a dry run the
+	// metrics computed here.
+	var post func(p part) (*client.MetricsResult, *cachedSession, error)
+	var rc *receiptChecker
+	now := time.Now
 	if *dryRun {
 		fmt.Fprintln(stderr, "evalmeter submit: dry run: computed here, nothing posted, no credit spent")
-		gateFailed := false
-		for _, p := range parts {
-			res := &client.MetricsResult{Metrics: *p.local}
-			if *output == "json" {
-				b, _ := json.Marshal(map[string]any{"metrics": p.local})
-				stdout.Write(append(b, '\n'))
-			} else {
-				printSummary(stdout, res, nil, time.Now())
-			}
-			gateFailed = checkGates(gates, p.local, stderr) || gateFailed
-			saved.Parts = append(saved.Parts, resultPart{Request: p.body})
+		post = func(p part) (*client.MetricsResult, *cachedSession, error) {
+			body, err := json.Marshal(map[string]any{"metrics": p.local})
+			return &client.MetricsResult{Metrics: *p.local, Body: body}, nil, err
 		}
-		if out != nil {
-			saved.DryRun, saved.SavedAt = true, time.Now().UTC()
-			if err := out.commit(saved); err != nil {
-				return failf(stderr, "submit: %v", err)
-			}
-			fmt.Fprintf(stderr, "evalmeter submit: the requests (a dry run: no answer of the service) are in %s\n", *savePath)
-		}
-		if gateFailed {
-			return 3
-		}
-		return 0
-	}
-
-	c, apiKey, err := cf.client(stderr, "submit")
-	if err != nil {
-		return failf(stderr, "submit: %v", err)
-	}
-	if *cachePath == "" {
-		if *cachePath, err = defaultCachePath(); err != nil {
+	} else {
+		c, apiKey, err := cf.client(stderr, "submit")
+		if err != nil {
 			return failf(stderr, "submit: %v", err)
 		}
+		if *cachePath == "" {
+			if *cachePath, err = defaultCachePath(); err != nil {
+				return failf(stderr, "submit: %v", err)
+			}
+		}
+		cache, err := openSessionCache(*cachePath, c.BaseURL(), apiKey)
+		if err != nil {
+			return failf(stderr, "submit: %v", err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
+		defer cancel()
+		s := &submitter{client: c, cache: cache, now: time.Now, minWindow: *minWindow, stderr: stderr}
+		post = func(p part) (*client.MetricsResult, *cachedSession, error) {
+			return s.post(ctx, p.body, p.local.Integrity.CanonicalSHA256)
+		}
+		rc = &receiptChecker{base: c.BaseURL(), stderr: stderr}
+		saved.Service, now = c.BaseURL(), s.now
 	}
-	cache, err := openSessionCache(*cachePath, c.BaseURL(), apiKey)
-	if err != nil {
-		return failf(stderr, "submit: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
-	defer cancel()
-	s := &submitter{client: c, cache: cache, now: time.Now, minWindow: *minWindow, stderr: stderr}
 
-	rc := &receiptChecker{base: c.BaseURL(), stderr: stderr}
 	gateFailed := false
-	saved.Service = c.BaseURL()
 	for i, p := range parts {
-		res, sess, err := s.post(ctx, p.body, p.local.Integrity.CanonicalSHA256)
+		res, sess, err := post(p)
 		if err != nil {
 			fmt.Fprintf(stderr, "evalmeter submit: %s\n", describe(err))
 			return 1
@@ -224,20 +213,28 @@ func submitCmd(args []string, stdout, stderr io.Writer) int {
 			}
 			rc.check(res.Receipt, receipts[i].path)
 		}
-		saved.Parts = append(saved.Parts, resultPart{Request: p.body, Response: res.Body})
+		rp := resultPart{Request: p.body}
+		if !*dryRun {
+			rp.Response = res.Body
+		}
+		saved.Parts = append(saved.Parts, rp)
 		if *output == "json" {
 			stdout.Write(append(res.Body, '\n'))
 		} else {
-			printSummary(stdout, res, sess, s.now())
+			printSummary(stdout, res, sess, now())
 		}
 		gateFailed = checkGates(gates, &res.Metrics, stderr) || gateFailed
 	}
 	if out != nil {
-		saved.SavedAt = s.now().UTC()
+		saved.SavedAt = now().UTC()
 		if err := out.commit(saved); err != nil {
 			return failf(stderr, "submit: %v", err)
 		}
-		fmt.Fprintf(stderr, "evalmeter submit: the requests and the service's answers are in %s\n", *savePath)
+		what := "the requests and the service's answers"
+		if *dryRun {
+			what = "the requests (a dry run: no answer of the service)"
+		}
+		fmt.Fprintf(stderr, "evalmeter submit: %s are in %s\n", what, *savePath)
 	}
 	if gateFailed {
 		return 3
