@@ -1,4 +1,4 @@
-// Package client is a Go client of the evalmeter API (specification §4): the
+// Package client is a Go client of the evalmeter API (api/openapi.yaml): the
 // schema, sessions, metrics and usage operations, typed, with the error
 // envelope as *Error and bounded retries of what is safe to retry.
 //
@@ -30,13 +30,9 @@ import (
 	"time"
 
 	"github.com/evalmeter/evalmeter/api"
-	"github.com/evalmeter/evalmeter/internal/metrics"
 
 	"github.com/evalmeter/evalmeter/receipt"
 )
-
-// Prefix is the path of the API's version 1 under the base URL.
-const Prefix = "/api/svc/v1"
 
 // maxResponseBytes bounds what is read of a response; the largest, the
 // schema document, is about 10 KB.
@@ -45,7 +41,7 @@ const maxResponseBytes = 1 << 20
 // Client calls one evalmeter API with one API key. Its methods are safe for
 // concurrent use.
 type Client struct {
-	base   string // scheme://host[/prefix], without Prefix
+	base   string // scheme://host[/prefix], without api.Prefix
 	apiKey string
 
 	// HTTPClient sends the requests; New sets one with a 30 s timeout.
@@ -87,7 +83,7 @@ func New(baseURL, apiKey string) (*Client, error) {
 	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
 		return nil, fmt.Errorf("base URL %q: remove the query, fragment or user information", baseURL)
 	}
-	u.Path = strings.TrimSuffix(strings.TrimSuffix(u.Path, "/"), Prefix)
+	u.Path = strings.TrimSuffix(strings.TrimSuffix(u.Path, "/"), api.Prefix)
 	return &Client{
 		base:       strings.TrimSuffix(u.String(), "/"),
 		apiKey:     apiKey,
@@ -96,7 +92,7 @@ func New(baseURL, apiKey string) (*Client, error) {
 	}, nil
 }
 
-// BaseURL is the normalised base URL: without a trailing slash or Prefix.
+// BaseURL is the normalised base URL: without a trailing slash or api.Prefix.
 func (c *Client) BaseURL() string { return c.base }
 
 func isLoopback(host string) bool {
@@ -107,38 +103,25 @@ func isLoopback(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// Session is an open session (specification §2.3).
+// Session is an open session.
 type Session struct {
-	ID                  string    `json:"id"`
-	Token               string    `json:"token"`
-	IssuedAt            time.Time `json:"issued_at"`
-	ExpiresAt           time.Time `json:"expires_at"`
-	AccessWindowMinutes int       `json:"access_window_minutes"`
-	HoursConsumed       int       `json:"hours_consumed"`
+	api.Session
 	// Replay is true when the answer replays an earlier opening with the
 	// same Idempotency-Key: no credit was spent.
-	Replay bool `json:"-"`
+	Replay bool
 }
 
-// Usage is the client's credit figures (specification §2.4).
+// Usage is the client's credit figures.
 type Usage struct {
-	ClientID       string `json:"client_id"`
-	AllocatedHours int    `json:"allocated_hours"`
-	ConsumedHours  int    `json:"consumed_hours"`
-	RemainingHours int    `json:"remaining_hours"`
-	ActiveSessions int    `json:"active_sessions"`
-	Metering       string `json:"metering"`
+	api.Usage
 	// LowCreditThreshold is set when the remaining hours are at or below
 	// the threshold the operator set for this client: time to ask for more.
-	LowCreditThreshold *int `json:"-"`
+	LowCreditThreshold *int
 }
-
-// Metrics is the metrics result (specification §2.6).
-type Metrics = metrics.Metrics
 
 // MetricsResult is the answer to a metrics request.
 type MetricsResult struct {
-	Metrics Metrics
+	Metrics api.Metrics
 	// Replay is true when the service replayed the stored result of an
 	// earlier request with the same Idempotency-Key and body.
 	Replay bool
@@ -149,9 +132,9 @@ type MetricsResult struct {
 	Receipt *receipt.File
 }
 
-// Schema returns the schema document (specification §2.2). It spends no credit.
+// Schema returns the schema document. It spends no credit.
 func (c *Client) Schema(ctx context.Context) (json.RawMessage, error) {
-	resp, err := c.do(ctx, http.MethodGet, "/schema", c.apiKey, "", nil, http.StatusOK)
+	resp, err := c.do(ctx, http.MethodGet, api.PathSchema, c.apiKey, "", nil, http.StatusOK)
 	if err != nil {
 		return nil, err
 	}
@@ -160,21 +143,20 @@ func (c *Client) Schema(ctx context.Context) (json.RawMessage, error) {
 
 // Usage returns the client's credit figures. It spends no credit.
 func (c *Client) Usage(ctx context.Context) (*Usage, error) {
-	resp, err := c.do(ctx, http.MethodGet, "/usage", c.apiKey, "", nil, http.StatusOK)
+	resp, err := c.do(ctx, http.MethodGet, api.PathUsage, c.apiKey, "", nil, http.StatusOK)
 	if err != nil {
 		return nil, err
 	}
-	var env struct {
-		Usage *Usage `json:"usage"`
-	}
-	if err := decode(resp.body, &env); err != nil || env.Usage == nil {
+	var env api.UsageEnvelope
+	if err := decode(resp.body, &env); err != nil || env.Usage.ClientID == "" {
 		return nil, fmt.Errorf("usage: unexpected answer from %s: %v", c.base, err)
 	}
+	u := &Usage{Usage: env.Usage}
 	var remaining, threshold int
-	if _, err := fmt.Sscanf(resp.header.Get(api.LowCreditHeader), "remaining=%d, threshold=%d", &remaining, &threshold); err == nil {
-		env.Usage.LowCreditThreshold = &threshold
+	if _, err := fmt.Sscanf(resp.header.Get(api.HeaderLowCredit), "remaining=%d, threshold=%d", &remaining, &threshold); err == nil {
+		u.LowCreditThreshold = &threshold
 	}
-	return env.Usage, nil
+	return u, nil
 }
 
 // OpenSession opens a session: one evaluation-hour credit and a 60-minute
@@ -182,36 +164,29 @@ func (c *Client) Usage(ctx context.Context) (*Usage, error) {
 // session without spending another credit, so keep the key until the answer
 // has arrived.
 func (c *Client) OpenSession(ctx context.Context, idempotencyKey string) (*Session, error) {
-	resp, err := c.do(ctx, http.MethodPost, "/sessions", c.apiKey, idempotencyKey, nil, http.StatusCreated)
+	resp, err := c.do(ctx, http.MethodPost, api.PathSessions, c.apiKey, idempotencyKey, nil, http.StatusCreated)
 	if err != nil {
 		return nil, err
 	}
-	var env struct {
-		Session *Session `json:"session"`
-		Replay  bool     `json:"idempotent_replay"`
-	}
-	if err := decode(resp.body, &env); err != nil || env.Session == nil || env.Session.Token == "" {
+	var env api.SessionEnvelope
+	if err := decode(resp.body, &env); err != nil || env.Session.Token == "" {
 		return nil, fmt.Errorf("sessions: unexpected answer from %s: %v", c.base, err)
 	}
-	env.Session.Replay = env.Replay
-	return env.Session, nil
+	return &Session{Session: env.Session, Replay: env.IdempotentReplay}, nil
 }
 
-// PostMetrics posts a metrics request (specification §2.5) with a session's
+// PostMetrics posts a metrics request with a session's
 // token. The same idempotencyKey with the same request replays the result.
 func (c *Client) PostMetrics(ctx context.Context, token, idempotencyKey string, request []byte) (*MetricsResult, error) {
-	resp, err := c.do(ctx, http.MethodPost, "/metrics", token, idempotencyKey, request, http.StatusOK)
+	resp, err := c.do(ctx, http.MethodPost, api.PathMetrics, token, idempotencyKey, request, http.StatusOK)
 	if err != nil {
 		return nil, err
 	}
-	var env struct {
-		Metrics *Metrics `json:"metrics"`
-		Replay  bool     `json:"idempotent_replay"`
-	}
-	if err := decode(resp.body, &env); err != nil || env.Metrics == nil {
+	var env api.MetricsEnvelope
+	if err := decode(resp.body, &env); err != nil || env.Metrics.SchemaVersion == "" {
 		return nil, fmt.Errorf("metrics: unexpected answer from %s: %v", c.base, err)
 	}
-	return &MetricsResult{Metrics: *env.Metrics, Replay: env.Replay, Body: resp.body,
+	return &MetricsResult{Metrics: env.Metrics, Replay: env.IdempotentReplay, Body: resp.body,
 		Receipt: receipt.NewFile(http.StatusOK, resp.header, resp.body, resp.method, resp.target)}, nil
 }
 
@@ -279,7 +254,7 @@ func (c *Client) once(ctx context.Context, method, path, bearer, idemKey string,
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+Prefix+path, rd)
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
 	if err != nil {
 		return nil, err
 	}
@@ -289,7 +264,7 @@ func (c *Client) once(ctx context.Context, method, path, bearer, idemKey string,
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if idemKey != "" {
-		req.Header.Set("Idempotency-Key", idemKey)
+		req.Header.Set(api.HeaderIdempotencyKey, idemKey)
 	}
 	hc := c.HTTPClient
 	if hc == nil {
@@ -350,8 +325,7 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// Error is an error answer of the service: its status and error envelope
-// (specification §2.1).
+// Error is an error answer of the service: its status and error envelope.
 type Error struct {
 	StatusCode int
 	Code       string // e.g. credits_exhausted; "" when the answer had no envelope
@@ -379,18 +353,12 @@ func (e *Error) Error() string {
 }
 
 func newError(resp *http.Response, body []byte) *Error {
-	e := &Error{StatusCode: resp.StatusCode, RequestID: resp.Header.Get("X-Request-Id")}
+	e := &Error{StatusCode: resp.StatusCode, RequestID: resp.Header.Get(api.HeaderRequestID)}
 	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s >= 0 {
 		e.RetryAfter = time.Duration(s) * time.Second
 	}
-	var env struct {
-		Error *struct {
-			Code    string `json:"code"`
-			Message string `json:"message"`
-			Field   string `json:"field"`
-		} `json:"error"`
-	}
-	if json.Unmarshal(body, &env) == nil && env.Error != nil && env.Error.Code != "" {
+	var env api.ErrorEnvelope
+	if json.Unmarshal(body, &env) == nil && env.Error.Code != "" {
 		e.Code, e.Message, e.Field = env.Error.Code, env.Error.Message, env.Error.Field
 	} else {
 		e.Message = fmt.Sprintf("HTTP %s without an evalmeter error body (a proxy in between?)", resp.Status)

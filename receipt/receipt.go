@@ -32,12 +32,6 @@ import (
 // Label is the signature's name in Signature-Input and Signature.
 const Label = "evalmeter"
 
-// Headers of a signed response that say who and when.
-const (
-	HeaderClient  = "Evalmeter-Client"
-	HeaderSession = "Evalmeter-Session"
-)
-
 // Component is a covered component of a signature: a field name in lower
 // case or a derived component (@status, @method, ...), of the associated
 // request when Req.

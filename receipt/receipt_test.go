@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/dunglas/httpsfv"
+	"github.com/evalmeter/evalmeter/api"
 	"github.com/yaronf/httpsign"
 )
 
@@ -126,8 +127,8 @@ func TestSignVerify(t *testing.T) {
 	}{
 		{"status", func(m *Message, _ *[]byte) { m.Status = 201 }, CheckSignature},
 		{"content-type", func(m *Message, _ *[]byte) { m.Header.Set("Content-Type", "text/plain") }, CheckSignature},
-		{"client", func(m *Message, _ *[]byte) { m.Header.Set(HeaderClient, "other") }, CheckSignature},
-		{"session", func(m *Message, _ *[]byte) { m.Header.Set(HeaderSession, "sess_x") }, CheckSignature},
+		{"client", func(m *Message, _ *[]byte) { m.Header.Set(api.HeaderClient, "other") }, CheckSignature},
+		{"session", func(m *Message, _ *[]byte) { m.Header.Set(api.HeaderSession, "sess_x") }, CheckSignature},
 		{"content-digest", func(m *Message, body *[]byte) {
 			*body = []byte(`{"metrics":{"case_count":2},"idempotent_replay":false}`)
 			m.Header.Set("Content-Digest", ContentDigest(*body))
@@ -202,7 +203,7 @@ func TestIndependentVerifier(t *testing.T) {
 		t.Errorf("httpsign.VerifyResponse: %v", err)
 	}
 	res.Header = m.Header.Clone()
-	res.Header.Set(HeaderClient, "other")
+	res.Header.Set(api.HeaderClient, "other")
 	if err := httpsign.VerifyResponse(Label, *v, res, req); err == nil {
 		t.Error("httpsign accepted a changed client")
 	}
@@ -240,7 +241,7 @@ func FuzzVerify(f *testing.F) {
 	s := NewSigner(key)
 	body := []byte(`{"metrics":{},"idempotent_replay":false}`)
 	m := &Message{Status: 200, Method: "POST", TargetURI: "https://e.example/api/svc/v1/metrics", Header: http.Header{
-		"Content-Type": {"application/json"}, HeaderClient: {"acme"}, HeaderSession: {"sess_1"},
+		"Content-Type": {"application/json"}, api.HeaderClient: {"acme"}, api.HeaderSession: {"sess_1"},
 	}}
 	if err := s.Sign(m, body, time.Unix(1795600800, 0)); err != nil {
 		f.Fatal(err)
@@ -299,7 +300,7 @@ func BenchmarkSign(b *testing.B) {
 	created := time.Unix(1795600800, 0)
 	for b.Loop() {
 		m := &Message{Status: 200, Method: "POST", TargetURI: "https://evalmeter.example.com/api/svc/v1/metrics", Header: http.Header{
-			"Content-Type": {"application/json"}, HeaderClient: {"acme"}, HeaderSession: {"sess_0123456789abcdef01234567"},
+			"Content-Type": {"application/json"}, api.HeaderClient: {"acme"}, api.HeaderSession: {"sess_0123456789abcdef01234567"},
 		}}
 		if err := s.Sign(m, body, created); err != nil {
 			b.Fatal(err)

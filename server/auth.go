@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/evalmeter/evalmeter/api"
 	"github.com/evalmeter/evalmeter/internal/credential"
 	"github.com/evalmeter/evalmeter/internal/ledger"
 )
@@ -46,7 +47,7 @@ func (s *Server) clientByKey(r *http.Request) (ledger.Client, error) {
 	}
 	requestInfoFrom(r).clientID = client.ID
 	if client.Expired(s.now()) {
-		return ledger.Client{}, newError(http.StatusForbidden, codeAgreementExpired,
+		return ledger.Client{}, newError(api.CodeAgreementExpired,
 			"the access agreement of client "+client.ID+" ended at "+client.ValidUntil.UTC().Format("2006-01-02T15:04:05Z07:00")+"; contact your operator")
 	}
 	return client, nil

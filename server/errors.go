@@ -6,54 +6,36 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/evalmeter/evalmeter/internal/metrics"
-)
-
-// Values of error.code (DESIGN.md §4) that the HTTP layer adds to the
-// engine's (metrics.Code*).
-const (
-	codeUnexpectedBody        = "unexpected_body"
-	codeUnexpectedQuery       = "unexpected_query"
-	codeMissingIdempotencyKey = "missing_idempotency_key"
-	codeInvalidIdempotencyKey = "invalid_idempotency_key"
-	codeUnauthorized          = "unauthorized"
-	codeCreditsExhausted      = "credits_exhausted"
-	codeAgreementExpired      = "agreement_expired"
-	codeIdempotencyKeyReused  = "idempotency_key_reused"
-	codePayloadTooLarge       = "payload_too_large"
-	codeUnsupportedMediaType  = "unsupported_media_type"
-	codeNotFound              = "not_found"
-	codeMethodNotAllowed      = "method_not_allowed"
-	codeServiceUnavailable    = "service_unavailable"
-	codeInternalError         = "internal_error"
+	"github.com/evalmeter/evalmeter/api"
 )
 
 // retryAfterSeconds is what a 503 tells clients to wait.
 const retryAfterSeconds = 2
 
-// apiError is a refusal: an HTTP status and the error envelope's content,
-// with the headers that status calls for.
+// apiError is a refusal: the error envelope's content, with the headers
+// its status calls for. Its status is the code's (api.Error.Status).
 type apiError struct {
-	status int
-	body   metrics.Error
+	body   api.Error
 	header http.Header
 }
 
 func (e *apiError) Error() string { return e.body.Message }
 
-func newError(status int, code, message string) *apiError {
-	return &apiError{status: status, body: metrics.Error{Code: code, Message: message}}
+func (e *apiError) status() int { return e.body.Status() }
+
+func newError(code, message string) *apiError {
+	return &apiError{body: api.Error{Code: code, Message: message}}
 }
 
 // engineError turns a refusal of the metrics engine (400 or 422).
-func engineError(e *metrics.Error) *apiError {
-	return &apiError{status: e.HTTPStatus(), body: *e}
+func engineError(e *api.Error) *apiError {
+	return &apiError{body: *e}
 }
 
 // unauthorized is a 401 with its RFC 6750 challenge; invalid says a
 // credential was sent but is not valid (or has expired).
 func unauthorized(message string, invalid bool) *apiError {
-	e := newError(http.StatusUnauthorized, codeUnauthorized, message)
+	e := newError(api.CodeUnauthorized, message)
 	challenge := `Bearer realm="evalmeter"`
 	if invalid {
 		challenge += `, error="invalid_token"`
@@ -63,7 +45,7 @@ func unauthorized(message string, invalid bool) *apiError {
 }
 
 func unavailable(message string) *apiError {
-	e := newError(http.StatusServiceUnavailable, codeServiceUnavailable, message)
+	e := newError(api.CodeServiceUnavailable, message)
 	e.header = http.Header{"Retry-After": {strconv.Itoa(retryAfterSeconds)}}
 	return e
 }
@@ -83,13 +65,11 @@ func writeError(w http.ResponseWriter, e *apiError) {
 	for k, v := range e.header {
 		w.Header()[k] = v
 	}
-	body, err := marshal(struct {
-		Error metrics.Error `json:"error"`
-	}{e.body})
+	body, err := marshal(api.ErrorEnvelope{Error: e.body})
 	if err != nil { // cannot happen: strings only
 		body = []byte(`{"error":{"code":"internal_error","message":"could not encode the error"}}`)
 	}
-	writeJSON(w, e.status, body)
+	writeJSON(w, e.status(), body)
 }
 
 // marshal is json.Marshal without HTML escaping: messages keep their '<'.
@@ -106,6 +86,6 @@ func marshal(v any) ([]byte, error) {
 // internalError is the 500 of a bug. The request id lets the client's
 // report be matched with the log line that holds the cause.
 func internalError(requestID string) *apiError {
-	return newError(http.StatusInternalServerError, codeInternalError,
+	return newError(api.CodeInternalError,
 		"internal error; it has been logged with request id "+requestID+": quote it when reporting the problem")
 }

@@ -20,5 +20,5 @@ func ReadBodyError(r *http.Request) (status int, code, message string) {
 	if !errors.As(err, &e) {
 		return 0, "", fmt.Sprint(err)
 	}
-	return e.status, e.body.Code, e.body.Message
+	return e.status(), e.body.Code, e.body.Message
 }

@@ -47,9 +47,9 @@ func (s *Server) getUsage(w http.ResponseWriter, r *http.Request) error {
 	}
 	// The usage body is closed (spec §2.4): the warning travels in a header.
 	if u.LowCredit() {
-		w.Header().Set(api.LowCreditHeader, fmt.Sprintf("remaining=%d, threshold=%d", u.RemainingHours, *u.LowCreditThreshold))
+		w.Header().Set(api.HeaderLowCredit, fmt.Sprintf("remaining=%d, threshold=%d", u.RemainingHours, *u.LowCreditThreshold))
 	}
-	return respond(w, http.StatusOK, map[string]any{"usage": usageBody{
+	return respond(w, http.StatusOK, api.UsageEnvelope{Usage: api.Usage{
 		ClientID:       u.ClientID,
 		AllocatedHours: u.AllocatedHours,
 		ConsumedHours:  u.ConsumedHours,
@@ -58,24 +58,6 @@ func (s *Server) getUsage(w http.ResponseWriter, r *http.Request) error {
 		Metering: "One evaluation-hour credit per session. Each session opens one consecutive 60-minute " +
 			"access window from its creation; idle time counts and the window cannot be paused.",
 	}})
-}
-
-type usageBody struct {
-	ClientID       string `json:"client_id"`
-	AllocatedHours int    `json:"allocated_hours"`
-	ConsumedHours  int    `json:"consumed_hours"`
-	RemainingHours int    `json:"remaining_hours"`
-	ActiveSessions int    `json:"active_sessions"`
-	Metering       string `json:"metering"`
-}
-
-type sessionBody struct {
-	ID                  string    `json:"id"`
-	Token               string    `json:"token"`
-	IssuedAt            time.Time `json:"issued_at"`
-	ExpiresAt           time.Time `json:"expires_at"`
-	AccessWindowMinutes int       `json:"access_window_minutes"`
-	HoursConsumed       int       `json:"hours_consumed"`
 }
 
 func (s *Server) openSession(w http.ResponseWriter, r *http.Request) error {
@@ -109,7 +91,7 @@ func (s *Server) openSession(w http.ResponseWriter, r *http.Request) error {
 		Key:        client.Key,
 	}, "api")
 	if errors.Is(err, ledger.ErrNoCredit) {
-		return newError(http.StatusPaymentRequired, codeCreditsExhausted,
+		return newError(api.CodeCreditsExhausted,
 			fmt.Sprintf("client %s has no evaluation-hour credit left (%d of %d used); ask your operator for more", client.ID, client.ConsumedHours, client.AllocatedHours))
 	}
 	if errors.Is(err, ledger.ErrKeyUnusable) { // revoked since clientByKey
@@ -129,17 +111,14 @@ func (s *Server) openSession(w http.ResponseWriter, r *http.Request) error {
 		s.telemetry.sessionsOpened.Inc()
 	}
 	requestInfoFrom(r).sessionID = sess.ID
-	return respond(w, http.StatusCreated, struct {
-		Session          sessionBody `json:"session"`
-		IdempotentReplay bool        `json:"idempotent_replay"`
-	}{sessionBody{
+	return respond(w, http.StatusCreated, api.SessionEnvelope{Session: api.Session{
 		ID:                  sess.ID,
 		Token:               token,
 		IssuedAt:            sess.IssuedAt.UTC(),
 		ExpiresAt:           sess.ExpiresAt.UTC(),
 		AccessWindowMinutes: int(AccessWindow / time.Minute),
 		HoursConsumed:       1,
-	}, replay})
+	}, IdempotentReplay: replay})
 }
 
 func (s *Server) postMetrics(w http.ResponseWriter, r *http.Request) error {
@@ -149,7 +128,7 @@ func (s *Server) postMetrics(w http.ResponseWriter, r *http.Request) error {
 	}
 	err = s.recordMetrics(w, r, sess)
 	var refusal *apiError
-	if cached && errors.As(err, &refusal) && refusal.status != http.StatusUnauthorized {
+	if cached && errors.As(err, &refusal) && refusal.status() != http.StatusUnauthorized {
 		// Checks run in order, 401 first (DESIGN.md §3): a session that
 		// ended since it was cached must get its 401, not this refusal.
 		if _, err := s.liveSession(r, sess.ID); err != nil {
@@ -179,7 +158,7 @@ func (s *Server) recordMetrics(w http.ResponseWriter, r *http.Request, sess ledg
 		return err
 	}
 	req, err := metrics.Parse(body)
-	var merr *metrics.Error
+	var merr *api.Error
 	if errors.As(err, &merr) {
 		return engineError(merr)
 	}
@@ -202,7 +181,7 @@ func (s *Server) recordMetrics(w http.ResponseWriter, r *http.Request, sess ledg
 		return err
 	}
 	if !stored && held.RequestSHA256 != digest {
-		return newError(http.StatusConflict, codeIdempotencyKeyReused,
+		return newError(api.CodeIdempotencyKeyReused,
 			"this Idempotency-Key was used with a different request; use a new key for a new request")
 	}
 	if !stored {
@@ -233,7 +212,7 @@ func respond(w http.ResponseWriter, status int, v any) error {
 
 func noQuery(r *http.Request) error {
 	if r.URL.RawQuery != "" || r.URL.ForceQuery {
-		return newError(http.StatusBadRequest, codeUnexpectedQuery, "this operation takes no query string")
+		return newError(api.CodeUnexpectedQuery, "this operation takes no query string")
 	}
 	return nil
 }
@@ -245,7 +224,7 @@ func noBody(r *http.Request) error {
 	}
 	n, _ := io.ReadFull(r.Body, make([]byte, 1))
 	if r.ContentLength > 0 || n > 0 {
-		return newError(http.StatusBadRequest, codeUnexpectedBody, "this operation takes no request body")
+		return newError(api.CodeUnexpectedBody, "this operation takes no request body")
 	}
 	return nil
 }
@@ -260,21 +239,21 @@ func noQueryNoBody(r *http.Request) error {
 // idempotencyKey returns the one Idempotency-Key of r, unquoting the
 // RFC 8941 string form of the IETF draft.
 func idempotencyKey(r *http.Request) (string, error) {
-	values := r.Header.Values("Idempotency-Key")
+	values := r.Header.Values(api.HeaderIdempotencyKey)
 	switch len(values) {
 	case 0:
-		return "", newError(http.StatusBadRequest, codeMissingIdempotencyKey,
+		return "", newError(api.CodeMissingIdempotencyKey,
 			"the Idempotency-Key header is required: 16 to 128 characters of A-Z, a-z, 0-9, '.', '_', ':' or '-', unique per operation")
 	case 1:
 	default:
-		return "", newError(http.StatusBadRequest, codeInvalidIdempotencyKey, "send exactly one Idempotency-Key header")
+		return "", newError(api.CodeInvalidIdempotencyKey, "send exactly one Idempotency-Key header")
 	}
 	key := values[0]
 	if len(key) >= 2 && key[0] == '"' && key[len(key)-1] == '"' {
 		key = key[1 : len(key)-1]
 	}
 	if !validIdempotencyKey(key) {
-		return "", newError(http.StatusBadRequest, codeInvalidIdempotencyKey,
+		return "", newError(api.CodeInvalidIdempotencyKey,
 			"Idempotency-Key must be 16 to 128 characters of A-Z, a-z, 0-9, '.', '_', ':' or '-'")
 	}
 	return key, nil
@@ -300,7 +279,7 @@ func jsonContent(r *http.Request) error {
 	mediaType, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	charset, hasCharset := params["charset"]
 	if err != nil || mediaType != "application/json" || hasCharset && !strings.EqualFold(charset, "utf-8") {
-		return newError(http.StatusUnsupportedMediaType, codeUnsupportedMediaType,
+		return newError(api.CodeUnsupportedMediaType,
 			"send the request as Content-Type: application/json (UTF-8)")
 	}
 	return nil
@@ -313,7 +292,7 @@ func jsonContent(r *http.Request) error {
 func readBody(w http.ResponseWriter, r *http.Request, buf []byte) ([]byte, error) {
 	tooLarge := func() error {
 		w.Header().Set("Connection", "close") // the rest of the body is not read
-		return newError(http.StatusRequestEntityTooLarge, codePayloadTooLarge,
+		return newError(api.CodePayloadTooLarge,
 			fmt.Sprintf("the request body exceeds %d bytes; send at most %d cases per request", metrics.MaxBodyBytes, metrics.MaxCases))
 	}
 	if r.ContentLength > metrics.MaxBodyBytes {
@@ -329,7 +308,7 @@ func readBody(w http.ResponseWriter, r *http.Request, buf []byte) ([]byte, error
 		}
 		if err != nil {
 			// Not err's text: a network error names both ends' addresses.
-			return nil, newError(http.StatusBadRequest, metrics.CodeMalformedJSON,
+			return nil, newError(api.CodeMalformedJSON,
 				"the request body ended before its Content-Length or could not be read in time; send the whole body again, at a steady pace")
 		}
 	}

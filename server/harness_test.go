@@ -18,9 +18,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/evalmeter/evalmeter/internal/contract"
+	evalapi "github.com/evalmeter/evalmeter/api"
 	"github.com/evalmeter/evalmeter/internal/credential"
 	"github.com/evalmeter/evalmeter/internal/ledger"
+	"github.com/evalmeter/evalmeter/internal/openapitest"
 	"github.com/evalmeter/evalmeter/internal/pgtest"
 	"github.com/evalmeter/evalmeter/receipt"
 	"github.com/evalmeter/evalmeter/server"
@@ -253,24 +254,24 @@ func (a *api) do(req request) response {
 
 var (
 	validatorOnce sync.Once
-	validator     *contract.Validator
+	validator     *openapitest.Validator
 	validatorErr  error
 )
 
 // openAPI is the checker of api/openapi.yaml, built once per test binary.
-func openAPI(t *testing.T) *contract.Validator {
+func openAPI(t *testing.T) *openapitest.Validator {
 	t.Helper()
-	validatorOnce.Do(func() { validator, validatorErr = contract.NewValidator() })
+	validatorOnce.Do(func() { validator, validatorErr = openapitest.NewValidator() })
 	if validatorErr != nil {
 		t.Fatal(validatorErr)
 	}
 	return validator
 }
 
-func (a *api) openSession(key, idemKey string) (response, sessionEnvelope) {
+func (a *api) openSession(key, idemKey string) (response, evalapi.SessionEnvelope) {
 	a.t.Helper()
 	resp := a.do(request{method: "POST", path: "/api/svc/v1/sessions", bearer: key, idemKey: idemKey})
-	var env sessionEnvelope
+	var env evalapi.SessionEnvelope
 	if resp.status == http.StatusCreated {
 		resp.decode(a.t, &env)
 	}
@@ -278,7 +279,7 @@ func (a *api) openSession(key, idemKey string) (response, sessionEnvelope) {
 }
 
 // mustOpenSession opens a session or fails the test.
-func (a *api) mustOpenSession(key, idemKey string) sessionEnvelope {
+func (a *api) mustOpenSession(key, idemKey string) evalapi.SessionEnvelope {
 	a.t.Helper()
 	resp, env := a.openSession(key, idemKey)
 	if resp.status != http.StatusCreated {
@@ -290,26 +291,6 @@ func (a *api) mustOpenSession(key, idemKey string) sessionEnvelope {
 func (a *api) postMetrics(token, idemKey string, body []byte) response {
 	a.t.Helper()
 	return a.do(request{method: "POST", path: "/api/svc/v1/metrics", bearer: token, idemKey: idemKey, body: body})
-}
-
-type sessionEnvelope struct {
-	Session struct {
-		ID                  string    `json:"id"`
-		Token               string    `json:"token"`
-		IssuedAt            time.Time `json:"issued_at"`
-		ExpiresAt           time.Time `json:"expires_at"`
-		AccessWindowMinutes int       `json:"access_window_minutes"`
-		HoursConsumed       int       `json:"hours_consumed"`
-	} `json:"session"`
-	IdempotentReplay bool `json:"idempotent_replay"`
-}
-
-type errorEnvelope struct {
-	Error struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-		Field   string `json:"field"`
-	} `json:"error"`
 }
 
 func (r response) decode(t *testing.T, v any) {
@@ -324,7 +305,7 @@ func (r response) decode(t *testing.T, v any) {
 // errorCode checks the response is the error envelope and returns its code.
 func (r response) errorCode(t *testing.T) string {
 	t.Helper()
-	var env errorEnvelope
+	var env evalapi.ErrorEnvelope
 	r.decode(t, &env)
 	if env.Error.Code == "" || env.Error.Message == "" {
 		t.Fatalf("error envelope without code or message: %s", r.body)

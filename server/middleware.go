@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/evalmeter/evalmeter/api"
 	"github.com/evalmeter/evalmeter/internal/ledger"
 )
 
@@ -81,7 +82,7 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		info := &requestInfo{id: requestID(r), route: routeUnmatched}
-		w.Header().Set("X-Request-Id", info.id)
+		w.Header().Set(api.HeaderRequestID, info.id)
 		rec := &statusRecorder{ResponseWriter: w}
 		r = r.WithContext(context.WithValue(r.Context(), requestInfoKey{}, info))
 
@@ -136,7 +137,7 @@ const statusClientClosed = 499
 // requestID keeps a caller's X-Request-Id when it is short and plain, so
 // that logs can be joined across services; otherwise it makes one.
 func requestID(r *http.Request) string {
-	if id := r.Header.Get("X-Request-Id"); id != "" && len(id) <= 64 && plain(id) {
+	if id := r.Header.Get(api.HeaderRequestID); id != "" && len(id) <= 64 && plain(id) {
 		return id
 	}
 	b := make([]byte, 12)

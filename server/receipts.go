@@ -3,20 +3,17 @@ package server
 import (
 	"net/http"
 
+	"github.com/evalmeter/evalmeter/api"
 	"github.com/evalmeter/evalmeter/internal/ledger"
 	"github.com/evalmeter/evalmeter/receipt"
 )
-
-// pathReceiptKeys serves the public keys that sign receipts, with no
-// credential: outside the four operations of /api/svc/v1.
-const pathReceiptKeys = "/.well-known/evalmeter/receipt-keys.json"
 
 // signReceipt names the client and the session of a metrics response and,
 // when the server has a receipt key, signs it (README "Receipts").
 func (s *Server) signReceipt(w http.ResponseWriter, r *http.Request, sess ledger.Session, body []byte) {
 	h := w.Header()
-	h.Set(receipt.HeaderClient, sess.ClientID)
-	h.Set(receipt.HeaderSession, sess.ID)
+	h.Set(api.HeaderClient, sess.ClientID)
+	h.Set(api.HeaderSession, sess.ID)
 	if s.receipts == nil {
 		return
 	}
@@ -50,7 +47,7 @@ func (s *Server) getReceiptKeys(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if s.receiptKeys == nil {
-		return newError(http.StatusNotFound, codeNotFound, "this service signs no receipts: it has no receipt key")
+		return newError(api.CodeNotFound, "this service signs no receipts: it has no receipt key")
 	}
 	writeJSON(w, http.StatusOK, s.receiptKeys)
 	return nil

@@ -53,7 +53,7 @@ type Config struct {
 	// caller's span context, since anyone can send a traceparent.
 	TrustTraceContext bool
 	// Receipts, when set, signs every metrics response (RFC 9421), and
-	// ReceiptKeys is the key set served at pathReceiptKeys: Receipts' key
+	// ReceiptKeys is the key set served at api.PathReceiptKeys: Receipts' key
 	// and the retired ones. nil: responses are not signed.
 	Receipts    *receipt.Signer
 	ReceiptKeys *receipt.KeySet
@@ -142,14 +142,6 @@ func New(cfg Config) (*Server, error) {
 // Handler is the API's HTTP handler.
 func (s *Server) Handler() http.Handler { return s.handler }
 
-// Operation paths (spec §4).
-const (
-	pathSchema   = "/api/svc/v1/schema"
-	pathSessions = "/api/svc/v1/sessions"
-	pathMetrics  = "/api/svc/v1/metrics"
-	pathUsage    = "/api/svc/v1/usage"
-)
-
 func (s *Server) routes() http.Handler {
 	r := mux.NewRouter()
 	// A path that is not exactly one of ours is a 404, not a redirect, and
@@ -161,17 +153,18 @@ func (s *Server) routes() http.Handler {
 		allowed[path] = method
 		r.Handle(path, s.endpoint(name, h)).Methods(method)
 	}
-	route("schema", http.MethodGet, pathSchema, s.getSchema)
-	route("sessions", http.MethodPost, pathSessions, s.openSession)
-	route("metrics", http.MethodPost, pathMetrics, s.postMetrics)
-	route("usage", http.MethodGet, pathUsage, s.getUsage)
-	route("receipt-keys", http.MethodGet, pathReceiptKeys, s.getReceiptKeys)
+	route("schema", http.MethodGet, api.PathSchema, s.getSchema)
+	route("sessions", http.MethodPost, api.PathSessions, s.openSession)
+	route("metrics", http.MethodPost, api.PathMetrics, s.postMetrics)
+	route("usage", http.MethodGet, api.PathUsage, s.getUsage)
+	// Outside /api/svc/v1 and with no credential: a verifier has no API key.
+	route("receipt-keys", http.MethodGet, api.PathReceiptKeys, s.getReceiptKeys)
 
 	r.NotFoundHandler = s.endpoint(routeUnmatched, func(w http.ResponseWriter, r *http.Request) error {
-		return newError(http.StatusNotFound, codeNotFound, "no such operation: the API serves "+pathSchema+", "+pathSessions+", "+pathMetrics+" and "+pathUsage)
+		return newError(api.CodeNotFound, "no such operation: the API serves "+api.PathSchema+", "+api.PathSessions+", "+api.PathMetrics+" and "+api.PathUsage)
 	})
 	r.MethodNotAllowedHandler = s.endpoint(routeUnmatched, func(w http.ResponseWriter, r *http.Request) error {
-		e := newError(http.StatusMethodNotAllowed, codeMethodNotAllowed, r.Method+" is not allowed on "+r.URL.Path)
+		e := newError(api.CodeMethodNotAllowed, r.Method+" is not allowed on "+r.URL.Path)
 		e.header = http.Header{"Allow": {allowed[r.URL.Path]}}
 		return e
 	})
@@ -233,32 +226,7 @@ func (s *Server) pruneOnce(ctx context.Context) error {
 }
 
 func schemaDocument() ([]byte, error) {
-	type limits struct {
-		BodyBytes           int `json:"body_bytes"`
-		CasesPerRequest     int `json:"cases_per_request"`
-		AccessWindowMinutes int `json:"access_window_minutes"`
-	}
-	type operations struct {
-		Schema   string `json:"schema"`
-		Sessions string `json:"sessions"`
-		Metrics  string `json:"metrics"`
-		Usage    string `json:"usage"`
-	}
-	type output struct {
-		ReportIncluded bool   `json:"report_included"`
-		FullReport     string `json:"full_report"`
-	}
-	return json.Marshal(struct {
-		SchemaVersion     string          `json:"schema_version"`
-		Service           string          `json:"service"`
-		Purpose           string          `json:"purpose"`
-		AcceptedContent   string          `json:"accepted_content"`
-		ProhibitedContent []string        `json:"prohibited_content"`
-		Limits            limits          `json:"limits"`
-		Operations        operations      `json:"operations"`
-		MetricsRequest    json.RawMessage `json:"metrics_request"`
-		Output            output          `json:"output"`
-	}{
+	doc := api.SchemaDocument{
 		SchemaVersion: metrics.SchemaVersion,
 		Service:       "evalmeter",
 		Purpose: "Deterministic aggregate metrics computed from structured observations of an AI-agent or " +
@@ -272,20 +240,17 @@ func schemaDocument() ([]byte, error) {
 			"commands or code to execute",
 			"target URLs to call",
 		},
-		Limits: limits{
+		Limits: api.Limits{
 			BodyBytes:           metrics.MaxBodyBytes,
 			CasesPerRequest:     metrics.MaxCases,
 			AccessWindowMinutes: int(AccessWindow / time.Minute),
 		},
-		Operations: operations{
-			Schema:   "GET " + pathSchema,
-			Sessions: "POST " + pathSessions,
-			Metrics:  "POST " + pathMetrics,
-			Usage:    "GET " + pathUsage,
-		},
 		MetricsRequest: api.MetricsRequestSchema,
-		Output: output{
-			FullReport: "Not included. A human-reviewed analysis and a full report are a separate service outside this interface.",
-		},
-	})
+	}
+	doc.Operations.Schema = "GET " + api.PathSchema
+	doc.Operations.Sessions = "POST " + api.PathSessions
+	doc.Operations.Metrics = "POST " + api.PathMetrics
+	doc.Operations.Usage = "GET " + api.PathUsage
+	doc.Output.FullReport = "Not included. A human-reviewed analysis and a full report are a separate service outside this interface."
+	return json.Marshal(doc)
 }

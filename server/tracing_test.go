@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	evalapi "github.com/evalmeter/evalmeter/api"
+
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -74,7 +76,7 @@ func TestTracing(t *testing.T) {
 		t.Fatalf("schema: %d %s", resp.status, resp.body)
 	}
 	resp = a.do(request{method: "POST", path: "/api/svc/v1/sessions", bearer: key, idemKey: idem("trace-session"), header: withID("trace-sessions")})
-	var sess sessionEnvelope
+	var sess evalapi.SessionEnvelope
 	if resp.status != http.StatusCreated {
 		t.Fatalf("session: %d %s", resp.status, resp.body)
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/evalmeter/evalmeter/api"
 	"github.com/evalmeter/evalmeter/internal/metrics"
 )
 
@@ -57,9 +58,9 @@ func compute(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 }
 
 // refuse prints the error envelope (spec §2.1) and returns exit status 1.
-func refuse(enc *json.Encoder, e *metrics.Error) int {
+func refuse(enc *json.Encoder, e *api.Error) int {
 	if err := enc.Encode(struct {
-		Error *metrics.Error `json:"error"`
+		Error *api.Error `json:"error"`
 	}{e}); err != nil {
 		return 2
 	}

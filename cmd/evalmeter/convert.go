@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/evalmeter/evalmeter/api"
 	"github.com/evalmeter/evalmeter/convert"
 	"github.com/evalmeter/evalmeter/internal/metrics"
 )
@@ -110,20 +111,20 @@ func convertFiles(cmd string, paths []string, opts convert.Options, stderr io.Wr
 
 // checkRequest runs the engine on a request as the service would, so that
 // no request is sent that the service would refuse.
-func checkRequest(body []byte) (*metrics.Metrics, *metrics.Error) {
+func checkRequest(body []byte) (*api.Metrics, *api.Error) {
 	if len(body) > metrics.MaxBodyBytes {
-		return nil, &metrics.Error{
+		return nil, &api.Error{
 			Code:    "payload_too_large",
 			Message: fmt.Sprintf("the request is %d bytes, more than the %d the service takes", len(body), metrics.MaxBodyBytes),
 		}
 	}
 	m, err := metrics.Compute(body)
 	if err != nil {
-		var merr *metrics.Error
+		var merr *api.Error
 		if errors.As(err, &merr) {
 			return nil, merr
 		}
-		return nil, &metrics.Error{Code: "internal_error", Message: err.Error()}
+		return nil, &api.Error{Code: "internal_error", Message: err.Error()}
 	}
 	return m, nil
 }

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/evalmeter/evalmeter/client"
+	"github.com/evalmeter/evalmeter/api"
 	"github.com/evalmeter/evalmeter/receipt"
 )
 
@@ -156,7 +156,7 @@ func verifyCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	if *service != "" {
 		base := strings.TrimRight(*service, "/")
-		if !strings.HasPrefix(file.Request.TargetURI, base+client.Prefix+"/") {
+		if !strings.HasPrefix(file.Request.TargetURI, base+api.Prefix+"/") {
 			fmt.Fprintf(stderr, "evalmeter verify: FAILED: service: the receipt answers a request to %s, not to the service %s\n", file.Request.TargetURI, base)
 			return 1
 		}
@@ -172,15 +172,8 @@ func verifyCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "evalmeter verify: FAILED: %v\n", err)
 		return 1
 	}
-	var env struct {
-		Metrics struct {
-			Integrity struct {
-				Digest string `json:"canonical_sha256"`
-			} `json:"integrity"`
-		} `json:"metrics"`
-		Replay bool `json:"idempotent_replay"`
-	}
-	if err := json.Unmarshal(body, &env); err != nil || env.Metrics.Integrity.Digest == "" {
+	var env api.MetricsEnvelope
+	if err := json.Unmarshal(body, &env); err != nil || env.Metrics.Integrity.CanonicalSHA256 == "" {
 		fmt.Fprintf(stderr, "evalmeter verify: FAILED: body: the signed body is not a metrics response\n")
 		return 1
 	}
@@ -194,16 +187,16 @@ func verifyCmd(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "evalmeter verify: FAILED: request: %s is not a valid metrics request: %s\n", *requestFile, merr.Message)
 			return 1
 		}
-		if got := local.Integrity.CanonicalSHA256; got != env.Metrics.Integrity.Digest {
-			fmt.Fprintf(stderr, "evalmeter verify: FAILED: request: the canonical digest of %s is %s, but the receipt's metrics are of %s\n", *requestFile, got, env.Metrics.Integrity.Digest)
+		if got := local.Integrity.CanonicalSHA256; got != env.Metrics.Integrity.CanonicalSHA256 {
+			fmt.Fprintf(stderr, "evalmeter verify: FAILED: request: the canonical digest of %s is %s, but the receipt's metrics are of %s\n", *requestFile, got, env.Metrics.Integrity.CanonicalSHA256)
 			return 1
 		}
 	}
 	fmt.Fprintf(stdout, "verified: the holder of key %s (from %s) signed this answer\n", v.KeyID, source)
 	fmt.Fprintf(stdout, "  at       %s\n", v.Created.Format(time.RFC3339))
-	fmt.Fprintf(stdout, "  client   %s, session %s\n", m.Header.Get(receipt.HeaderClient), m.Header.Get(receipt.HeaderSession))
-	fmt.Fprintf(stdout, "  request  %s %s (status %d%s)\n", file.Request.Method, file.Request.TargetURI, file.Status, map[bool]string{true: ", a replay", false: ""}[env.Replay])
-	fmt.Fprintf(stdout, "  payload  canonical SHA-256 %s", env.Metrics.Integrity.Digest)
+	fmt.Fprintf(stdout, "  client   %s, session %s\n", m.Header.Get(api.HeaderClient), m.Header.Get(api.HeaderSession))
+	fmt.Fprintf(stdout, "  request  %s %s (status %d%s)\n", file.Request.Method, file.Request.TargetURI, file.Status, map[bool]string{true: ", a replay", false: ""}[env.IdempotentReplay])
+	fmt.Fprintf(stdout, "  payload  canonical SHA-256 %s", env.Metrics.Integrity.CanonicalSHA256)
 	if *requestFile != "" {
 		fmt.Fprintf(stdout, " = %s", *requestFile)
 	}

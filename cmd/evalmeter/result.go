@@ -11,7 +11,7 @@ import (
 	"regexp"
 	"time"
 
-	"github.com/evalmeter/evalmeter/internal/metrics"
+	"github.com/evalmeter/evalmeter/api"
 )
 
 // resultFormat marks a result file and its version.
@@ -144,7 +144,7 @@ func parseResult(path string, b []byte) (*savedResult, []string, error) {
 			continue
 		}
 		var resp struct {
-			Metrics *metrics.Metrics `json:"metrics"`
+			Metrics *api.Metrics `json:"metrics"`
 		}
 		if err := json.Unmarshal(p.Response, &resp); err != nil || resp.Metrics == nil {
 			return nil, nil, fmt.Errorf("%s: part %d: the response is not a metrics response", path, i+1)

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/evalmeter/evalmeter/api"
 	"github.com/evalmeter/evalmeter/client"
 	"github.com/evalmeter/evalmeter/convert"
 	"github.com/evalmeter/evalmeter/internal/metrics"
@@ -122,7 +123,7 @@ func submitCmd(args []string, stdout, stderr io.Writer) int {
 	// Check everything locally before any credit is spent.
 	type part struct {
 		body  []byte
-		local *metrics.Metrics
+		local *api.Metrics
 	}
 	parts := make([]part, len(bodies))
 	for i, body := range bodies {
@@ -243,7 +244,7 @@ func submitCmd(args []string, stdout, stderr io.Writer) int {
 }
 
 // checkGates prints each gate's outcome on m and reports whether one failed.
-func checkGates(gates gateFlags, m *metrics.Metrics, stderr io.Writer) bool {
+func checkGates(gates gateFlags, m *api.Metrics, stderr io.Writer) bool {
 	failed := false
 	for _, g := range gates {
 		line, ok, err := g.check(m)

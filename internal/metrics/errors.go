@@ -1,39 +1,9 @@
 package metrics
 
 import (
-	"net/http"
 	"strconv"
 	"strings"
 )
-
-// Error codes of the error envelope (DESIGN.md §4) that the engine produces.
-const (
-	CodeMalformedJSON = "malformed_json" // 400
-	CodeUnknownField  = "unknown_field"  // 422
-	CodeMissingField  = "missing_field"  // 422
-	CodeInvalidField  = "invalid_field"  // 422
-)
-
-// Error is why a request was refused. It marshals as the inner object of
-// the error envelope (spec §2.1).
-type Error struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-	// Field is the path of the first offending place, such as
-	// "cases[3].latency_ms"; empty when the whole body is at fault.
-	Field string `json:"field,omitempty"`
-}
-
-func (e *Error) Error() string { return e.Message }
-
-// HTTPStatus is 400 for a body that is not I-JSON and 422 for one that
-// breaks the metrics schema.
-func (e *Error) HTTPStatus() int {
-	if e.Code == CodeMalformedJSON {
-		return http.StatusBadRequest
-	}
-	return http.StatusUnprocessableEntity
-}
 
 // place names a spot in the request for error.field. It is formatted only
 // for the first error, so that invalid input costs no more than valid input.

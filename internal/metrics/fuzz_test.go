@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/gowebpki/jcs"
 
+	"github.com/evalmeter/evalmeter/api"
 	"github.com/evalmeter/evalmeter/internal/metrics"
 )
 
@@ -45,7 +46,7 @@ func FuzzCompute(f *testing.F) {
 	})
 }
 
-func checkCanonical(t *testing.T, body []byte, m *metrics.Metrics) {
+func checkCanonical(t *testing.T, body []byte, m *api.Metrics) {
 	t.Helper()
 	canonical, err := metrics.Canonical(body)
 	if err != nil {

@@ -12,105 +12,16 @@ import (
 	"encoding/hex"
 	"math/bits"
 	"slices"
+
+	"github.com/evalmeter/evalmeter/api"
 )
 
 // SchemaVersion is the schema_version of the schema document and the result.
 const SchemaVersion = "1.0"
 
-// Metrics is the metrics result (spec §2.6). A nil pointer is a rate with
-// no basis and marshals as null.
-type Metrics struct {
-	SchemaVersion      string             `json:"schema_version"`
-	RunID              string             `json:"run_id"`
-	CaseCount          int                `json:"case_count"`
-	Status             StatusMetrics      `json:"status"`
-	LatencyMS          LatencyMetrics     `json:"latency_ms"`
-	RepeatStability    RepeatStability    `json:"repeat_stability"`
-	TokensReported     TokensReported     `json:"tokens_reported"`
-	CostReported       CostReported       `json:"cost_reported"`
-	ToolChecks         ToolChecks         `json:"tool_checks"`
-	BoundaryViolations BoundaryViolations `json:"boundary_violations"`
-	TraceCompleteness  TraceCompleteness  `json:"trace_completeness"`
-	Integrity          Integrity          `json:"integrity"`
-	ReportIncluded     bool               `json:"report_included"`
-}
-
-type StatusMetrics struct {
-	Counts      StatusCounts `json:"counts"`
-	PassRate    float64      `json:"pass_rate"`
-	FailureRate float64      `json:"failure_rate"`
-	ErrorRate   float64      `json:"error_rate"`
-	TimeoutRate float64      `json:"timeout_rate"`
-}
-
-type StatusCounts struct {
-	Pass    int `json:"pass"`
-	Fail    int `json:"fail"`
-	Error   int `json:"error"`
-	Timeout int `json:"timeout"`
-}
-
-type LatencyMetrics struct {
-	P50 float64 `json:"p50"`
-	P95 float64 `json:"p95"`
-	Max float64 `json:"max"`
-}
-
-type RepeatStability struct {
-	EligibleGroups int      `json:"eligible_groups"`
-	StableGroups   int      `json:"stable_groups"`
-	StabilityRate  *float64 `json:"stability_rate"`
-}
-
-type TokensReported struct {
-	Cases  int   `json:"cases"`
-	Input  int64 `json:"input"`
-	Output int64 `json:"output"`
-	Total  int64 `json:"total"`
-}
-
-type CostReported struct {
-	Cases    int     `json:"cases"`
-	Currency *string `json:"currency"`
-	Total    float64 `json:"total"`
-}
-
-type ToolChecks struct {
-	Total    int      `json:"total"`
-	Passed   int      `json:"passed"`
-	Failed   int      `json:"failed"`
-	PassRate *float64 `json:"pass_rate"`
-}
-
-type BoundaryViolations struct {
-	Total         int          `json:"total"`
-	CasesAffected int          `json:"cases_affected"`
-	ByCode        ViolationsBy `json:"by_code"`
-}
-
-type ViolationsBy struct {
-	DataBoundary        int `json:"data_boundary"`
-	InstructionOverride int `json:"instruction_override"`
-	PolicyBoundary      int `json:"policy_boundary"`
-	ScopeEscape         int `json:"scope_escape"`
-	UnauthorizedTool    int `json:"unauthorized_tool"`
-}
-
-type TraceCompleteness struct {
-	Cases            int      `json:"cases"`
-	ExpectedSteps    int64    `json:"expected_steps"`
-	ObservedSteps    int64    `json:"observed_steps"`
-	CompletenessRate *float64 `json:"completeness_rate"`
-}
-
-type Integrity struct {
-	Algorithm       string `json:"algorithm"`
-	CanonicalSHA256 string `json:"canonical_sha256"`
-}
-
 // Compute parses and validates body and returns its metrics. Errors are
-// *Error values.
-func Compute(body []byte) (*Metrics, error) {
+// *api.Error values.
+func Compute(body []byte) (*api.Metrics, error) {
 	r, err := Parse(body)
 	if err != nil {
 		return nil, err
@@ -123,13 +34,13 @@ func (r *Request) Digest() [sha256.Size]byte { return r.digest }
 
 // tally accumulates a request's metrics case by case.
 type tally struct {
-	status     StatusCounts
+	status     api.StatusCounts
 	latencies  []float64
-	tokens     TokensReported
+	tokens     api.TokensReported
 	costs      []number
-	tools      ToolChecks
-	violations BoundaryViolations
-	trace      TraceCompleteness
+	tools      api.ToolChecks
+	violations api.BoundaryViolations
+	trace      api.TraceCompleteness
 	groupNames *byteSet
 	groups     []group // by number in groupNames
 }
@@ -176,7 +87,7 @@ func (t *tally) add(c *observation) {
 			t.tools.Passed++
 		}
 	}
-	t.violations.add(c.reported)
+	countViolations(&t.violations, c.reported)
 	if c.has&hasTrace != 0 {
 		t.trace.Cases++
 		t.trace.ExpectedSteps += int64(c.expected.f)
@@ -197,11 +108,11 @@ func (t *tally) add(c *observation) {
 	}
 }
 
-// Metrics aggregates the request (DESIGN.md §2).
-func (r *Request) Metrics() *Metrics {
+// api.Metrics aggregates the request (DESIGN.md §2).
+func (r *Request) Metrics() *api.Metrics {
 	t := &r.tally
 	n := len(t.latencies)
-	m := &Metrics{
+	m := &api.Metrics{
 		SchemaVersion:      SchemaVersion,
 		RunID:              string(r.runID),
 		CaseCount:          n,
@@ -209,7 +120,7 @@ func (r *Request) Metrics() *Metrics {
 		ToolChecks:         t.tools,
 		BoundaryViolations: t.violations,
 		TraceCompleteness:  t.trace,
-		Integrity:          Integrity{Algorithm: "SHA-256", CanonicalSHA256: hex.EncodeToString(r.digest[:])},
+		Integrity:          api.Integrity{Algorithm: "SHA-256", CanonicalSHA256: hex.EncodeToString(r.digest[:])},
 	}
 	m.Status.Counts = t.status
 	m.Status.PassRate = float64(t.status.Pass) / float64(n)
@@ -222,7 +133,7 @@ func (r *Request) Metrics() *Metrics {
 	m.TokensReported.Total = m.TokensReported.Input + m.TokensReported.Output
 	if len(t.costs) > 0 {
 		currency := string(r.costCurrency)
-		m.CostReported = CostReported{Cases: len(t.costs), Currency: &currency, Total: decimalSum(t.costs)}
+		m.CostReported = api.CostReported{Cases: len(t.costs), Currency: &currency, Total: decimalSum(t.costs)}
 	}
 	m.ToolChecks.Failed = m.ToolChecks.Total - m.ToolChecks.Passed
 	m.ToolChecks.PassRate = ratio(int64(m.ToolChecks.Passed), int64(m.ToolChecks.Total))
@@ -233,12 +144,12 @@ func (r *Request) Metrics() *Metrics {
 // latencyPercentiles returns p50, p95 and max of latencies, which it
 // reorders, by nearest rank (DESIGN.md §2): the value at 1-based rank
 // ceil(p·n/100), always an observed value.
-func latencyPercentiles(latencies []float64) LatencyMetrics {
+func latencyPercentiles(latencies []float64) api.LatencyMetrics {
 	n := len(latencies)
 	rank := func(p int) int { return (p*n + 99) / 100 }
 	// Selecting p95 leaves the lower ranks before it, where p50 is found.
 	p95 := selectRank(latencies, rank(95)-1)
-	return LatencyMetrics{
+	return api.LatencyMetrics{
 		P50: selectRank(latencies[:rank(95)], rank(50)-1),
 		P95: p95,
 		Max: slices.Max(latencies[rank(95)-1:]),
@@ -301,7 +212,7 @@ func selectRank(a []float64, k int) float64 {
 }
 
 // add counts one case's codes, each distinct code once.
-func (b *BoundaryViolations) add(reported []violation) {
+func countViolations(b *api.BoundaryViolations, reported []violation) {
 	var set violation
 	for _, v := range reported {
 		set |= v
@@ -329,8 +240,8 @@ func (b *BoundaryViolations) add(reported []violation) {
 
 // repeatStability: a repeat group of two or more cases is eligible, and
 // stable when all its cases share one status.
-func (t *tally) repeatStability() RepeatStability {
-	var rs RepeatStability
+func (t *tally) repeatStability() api.RepeatStability {
+	var rs api.RepeatStability
 	for _, g := range t.groups {
 		if g.size < 2 {
 			continue

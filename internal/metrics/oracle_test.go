@@ -111,16 +111,16 @@ func unschemaRule(doc any) string {
 }
 
 // engineStatus is the HTTP status of the engine's verdict.
-func engineStatus(t testing.TB, body []byte) (int, *metrics.Metrics, error) {
+func engineStatus(t testing.TB, body []byte) (int, *api.Metrics, error) {
 	m, err := metrics.Compute(body)
 	if err == nil {
 		return http.StatusOK, m, nil
 	}
-	var merr *metrics.Error
+	var merr *api.Error
 	if !errors.As(err, &merr) {
-		t.Fatalf("error is %T, not *metrics.Error: %v", err, err)
+		t.Fatalf("error is %T, not *api.Error: %v", err, err)
 	}
-	return merr.HTTPStatus(), nil, err
+	return merr.Status(), nil, err
 }
 
 // edgeCases are bodies at the borders of the rules, for the cross-check and

@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"hash"
 	"math"
+
+	"github.com/evalmeter/evalmeter/api"
 )
 
 // What each field must be; a failing field's message is its path and its rule.
@@ -38,7 +40,7 @@ const typicalCaseBytes = 128
 
 // Parse reads and validates a metrics request. A body that is not I-JSON
 // (RFC 7493: malformed, invalid UTF-8, duplicate names, trailing data) fails
-// with CodeMalformedJSON; a well-formed body that breaks the schema fails
+// with api.CodeMalformedJSON; a well-formed body that breaks the schema fails
 // with the first offending place in document order. A missing member is
 // found at the end of its object, and the cost_currency rule at the end of
 // the request.
@@ -68,7 +70,7 @@ type parser struct {
 	data  []byte
 	pos   int
 	depth int
-	err   *Error // first schema error
+	err   *api.Error // first schema error
 	req   *Request
 
 	kase    observation // the case being read
@@ -123,7 +125,7 @@ func (p *parser) document() error {
 		if err := p.skip(); err != nil {
 			return err
 		}
-		p.fail(CodeInvalidField, place{kase: -1, item: -1}, "the body must be a JSON object")
+		p.fail(api.CodeInvalidField, place{kase: -1, item: -1}, "the body must be a JSON object")
 	}
 	p.skipSpace()
 	if p.pos != len(p.data) {
@@ -240,7 +242,7 @@ func (p *parser) request() error {
 				return err
 			}
 			if !ok {
-				p.fail(CodeInvalidField, top("run_id"), ruleID)
+				p.fail(api.CodeInvalidField, top("run_id"), ruleID)
 			}
 			r.runID = v
 		case memberCostCurrency:
@@ -249,7 +251,7 @@ func (p *parser) request() error {
 				return err
 			}
 			if !ok || !validCurrency(v) {
-				p.fail(CodeInvalidField, top("cost_currency"), ruleCurrency)
+				p.fail(api.CodeInvalidField, top("cost_currency"), ruleCurrency)
 			}
 			r.costCurrency = v
 		case memberCases:
@@ -269,13 +271,13 @@ func (p *parser) request() error {
 		return err
 	}
 	if seen.known&memberRunID == 0 {
-		p.fail(CodeMissingField, top("run_id"), ruleRequired)
+		p.fail(api.CodeMissingField, top("run_id"), ruleRequired)
 	}
 	if seen.known&memberCases == 0 {
-		p.fail(CodeMissingField, top("cases"), ruleRequired)
+		p.fail(api.CodeMissingField, top("cases"), ruleRequired)
 	}
 	if seen.known&memberCostCurrency == 0 && p.anyCost {
-		p.fail(CodeMissingField, top("cost_currency"), ruleCurrencyIf)
+		p.fail(api.CodeMissingField, top("cost_currency"), ruleCurrencyIf)
 	}
 	return nil
 }
@@ -293,7 +295,7 @@ func (p *parser) cases() error {
 		if n < MaxCases {
 			err = p.observation(n)
 		} else {
-			p.fail(CodeInvalidField, top("cases"), ruleCases)
+			p.fail(api.CodeInvalidField, top("cases"), ruleCases)
 			err = p.skip()
 		}
 		if err != nil {
@@ -304,7 +306,7 @@ func (p *parser) cases() error {
 		}
 	}
 	if err == nil && n == 0 {
-		p.fail(CodeInvalidField, top("cases"), ruleCases)
+		p.fail(api.CodeInvalidField, top("cases"), ruleCases)
 	}
 	return err
 }
@@ -318,7 +320,7 @@ func (p *parser) observation(i int) error {
 	at := func(name string) place { return place{kase: i, item: -1, name: name} }
 	check := func(ok bool, name, rule string) {
 		if !ok {
-			p.fail(CodeInvalidField, at(name), rule)
+			p.fail(api.CodeInvalidField, at(name), rule)
 		}
 	}
 	var seen names
@@ -394,7 +396,7 @@ func (p *parser) observation(i int) error {
 		name string
 	}{{memberCaseID, "case_id"}, {memberStatus, "status"}, {memberLatency, "latency_ms"}} {
 		if seen.known&m.bit == 0 {
-			p.fail(CodeMissingField, at(m.name), ruleRequired)
+			p.fail(api.CodeMissingField, at(m.name), ruleRequired)
 		}
 	}
 	if p.err == nil {
@@ -423,12 +425,12 @@ func (p *parser) caseID(i int, c *observation) error {
 	c.id = v
 	switch {
 	case !ok:
-		p.fail(CodeInvalidField, place{kase: i, item: -1, name: "case_id"}, ruleID)
+		p.fail(api.CodeInvalidField, place{kase: i, item: -1, name: "case_id"}, ruleID)
 	case p.err != nil:
 		// The request is refused already; spare the bookkeeping.
 	default:
 		if _, added := p.ids.add(v); !added {
-			p.fail(CodeInvalidField, place{kase: i, item: -1, name: "case_id"}, ruleDuplicate)
+			p.fail(api.CodeInvalidField, place{kase: i, item: -1, name: "case_id"}, ruleDuplicate)
 		}
 	}
 	return err
@@ -445,7 +447,7 @@ func (p *parser) toolChecks(i int, c *observation) error {
 		item := place{kase: i, group: "tool_checks", item: j}
 		switch {
 		case j >= MaxToolChecks:
-			p.fail(CodeInvalidField, list, ruleToolChecks)
+			p.fail(api.CodeInvalidField, list, ruleToolChecks)
 			err = p.skip()
 		case p.peek() != '{':
 			err = p.wrongType(item, ruleToolCheck)
@@ -480,13 +482,13 @@ func (p *parser) toolCheck(item place, c *observation) error {
 			var ok bool
 			if tc.name, ok, err = p.id(MaxToolNameLength); !ok {
 				item.name = "name"
-				p.fail(CodeInvalidField, item, ruleToolName)
+				p.fail(api.CodeInvalidField, item, ruleToolName)
 			}
 		case memberPassed:
 			var ok bool
 			if tc.passed, ok, err = p.boolean(); !ok {
 				item.name = "passed"
-				p.fail(CodeInvalidField, item, rulePassed)
+				p.fail(api.CodeInvalidField, item, rulePassed)
 			}
 		default:
 			item.name = string(name)
@@ -504,11 +506,11 @@ func (p *parser) toolCheck(item place, c *observation) error {
 	}
 	if seen.known&memberName == 0 {
 		item.name = "name"
-		p.fail(CodeMissingField, item, ruleRequired)
+		p.fail(api.CodeMissingField, item, ruleRequired)
 	}
 	if seen.known&memberPassed == 0 {
 		item.name = "passed"
-		p.fail(CodeMissingField, item, ruleRequired)
+		p.fail(api.CodeMissingField, item, ruleRequired)
 	}
 	c.checks = append(c.checks, tc)
 	return nil
@@ -523,7 +525,7 @@ func (p *parser) violations(i int, c *observation) error {
 	more, err := p.beginArray()
 	for ; more; j++ {
 		if j >= MaxViolations {
-			p.fail(CodeInvalidField, list, ruleViolations)
+			p.fail(api.CodeInvalidField, list, ruleViolations)
 			err = p.skip()
 		} else {
 			var v []byte
@@ -535,7 +537,7 @@ func (p *parser) violations(i int, c *observation) error {
 			if ok {
 				c.reported = append(c.reported, code)
 			} else {
-				p.fail(CodeInvalidField, place{kase: i, group: "boundary_violations", item: j}, ruleViolation)
+				p.fail(api.CodeInvalidField, place{kase: i, group: "boundary_violations", item: j}, ruleViolation)
 			}
 		}
 		if err != nil {
@@ -568,11 +570,11 @@ func (p *parser) trace(i int, c *observation) error {
 		switch bit {
 		case memberExpected:
 			if ok, err = p.num(&c.expected, MaxSteps, true); !ok {
-				p.fail(CodeInvalidField, at("expected_steps"), ruleSteps)
+				p.fail(api.CodeInvalidField, at("expected_steps"), ruleSteps)
 			}
 		case memberObserved:
 			if ok, err = p.num(&c.observed, MaxSteps, true); !ok {
-				p.fail(CodeInvalidField, at("observed_steps"), ruleSteps)
+				p.fail(api.CodeInvalidField, at("observed_steps"), ruleSteps)
 			}
 		default:
 			err = p.unknown(at(string(name)))
@@ -589,11 +591,11 @@ func (p *parser) trace(i int, c *observation) error {
 	}
 	switch {
 	case seen.known&memberExpected == 0:
-		p.fail(CodeMissingField, at("expected_steps"), ruleRequired)
+		p.fail(api.CodeMissingField, at("expected_steps"), ruleRequired)
 	case seen.known&memberObserved == 0:
-		p.fail(CodeMissingField, at("observed_steps"), ruleRequired)
+		p.fail(api.CodeMissingField, at("observed_steps"), ruleRequired)
 	case c.observed.f > c.expected.f:
-		p.fail(CodeInvalidField, at("observed_steps"), ruleObserved)
+		p.fail(api.CodeInvalidField, at("observed_steps"), ruleObserved)
 	}
 	return nil
 }
@@ -642,7 +644,7 @@ func (p *parser) wrongType(pl place, rule string) error {
 	if err := p.skip(); err != nil {
 		return err
 	}
-	p.fail(CodeInvalidField, pl, rule)
+	p.fail(api.CodeInvalidField, pl, rule)
 	return nil
 }
 
@@ -651,7 +653,7 @@ func (p *parser) unknown(pl place) error {
 	if err := p.skip(); err != nil {
 		return err
 	}
-	p.fail(CodeUnknownField, pl, ruleUnknown)
+	p.fail(api.CodeUnknownField, pl, ruleUnknown)
 	return nil
 }
 
@@ -664,5 +666,5 @@ func (p *parser) fail(code string, pl place, rule string) {
 	if field != "" {
 		msg = field + " " + rule
 	}
-	p.err = &Error{Code: code, Message: msg, Field: field}
+	p.err = &api.Error{Code: code, Message: msg, Field: field}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/evalmeter/evalmeter/api"
 	"github.com/evalmeter/evalmeter/internal/metrics"
 )
 
@@ -21,39 +22,39 @@ func TestErrors(t *testing.T) {
 		code  string
 		field string
 	}{
-		{"bom", "\ufeff{}", metrics.CodeMalformedJSON, ""},
-		{"empty", "", metrics.CodeMalformedJSON, ""},
-		{"whitespace only", " \n", metrics.CodeMalformedJSON, ""},
-		{"escaped duplicate name", `{"run_id":"r","\u0072un_id":"s","cases":[` + ok + `]}`, metrics.CodeMalformedJSON, ""},
-		{"duplicate deep in unknown member", `{"run_id":"r","x":[{"y":{"a":1,"a":1}}],"cases":[` + ok + `]}`, metrics.CodeMalformedJSON, ""},
-		{"duplicate of an early name among many", `{"run_id":"r","x":{` + members(12) + `,"m0":1},"cases":[` + ok + `]}`, metrics.CodeMalformedJSON, ""},
-		{"duplicate of a late name among many", `{"run_id":"r","x":{` + members(12) + `,"m11":1},"cases":[` + ok + `]}`, metrics.CodeMalformedJSON, ""},
-		{"many distinct names", `{"run_id":"r","x":{` + members(12) + `},"cases":[` + ok + `]}`, metrics.CodeUnknownField, "x"},
-		{"duplicate in case", `{"run_id":"r","cases":[{"case_id":"a","case_id":"b","status":"pass","latency_ms":1}]}`, metrics.CodeMalformedJSON, ""},
-		{"lone surrogate", `{"run_id":"\udc00","cases":[` + ok + `]}`, metrics.CodeMalformedJSON, ""},
-		{"invalid utf-8", "{\"run_id\":\"\xc3\x28\",\"cases\":[" + ok + "]}", metrics.CodeMalformedJSON, ""},
-		{"raw control character", "{\"run_id\":\"a\nb\",\"cases\":[" + ok + "]}", metrics.CodeMalformedJSON, ""},
-		{"too deep", `{"x":` + strings.Repeat("[", 10000) + strings.Repeat("]", 10000) + `}`, metrics.CodeMalformedJSON, ""},
-		{"syntax error after schema error", `{"run_id":1,"cases":[` + ok + `],}`, metrics.CodeMalformedJSON, ""},
-		{"not an object", `[]`, metrics.CodeInvalidField, ""},
-		{"first in document order", `{"cases":[{"case_id":"a","status":"nope","latency_ms":-1}],"run_id":"-"}`, metrics.CodeInvalidField, "cases[0].status"},
-		{"missing found at end of its object", `{"cases":[{"case_id":"a","latency_ms":1}],"run_id":"-"}`, metrics.CodeMissingField, "cases[0].status"},
-		{"missing trace member", `{"run_id":"r","cases":[{"case_id":"a","status":"pass","latency_ms":1,"trace":{"observed_steps":1}}]}`, metrics.CodeMissingField, "cases[0].trace.expected_steps"},
-		{"unknown names itself", `{"run_id":"r","cases":[` + ok + `,{"case_id":"b","status":"pass","latency_ms":1,"prompt":"hi"}]}`, metrics.CodeUnknownField, "cases[1].prompt"},
-		{"unknown tool check member", `{"run_id":"r","cases":[{"case_id":"a","status":"pass","latency_ms":1,"tool_checks":[{"name":"t","passed":true},{"name":"u","passed":true,"api_key":"x"}]}]}`, metrics.CodeUnknownField, "cases[0].tool_checks[1].api_key"},
-		{"cost without currency", `{"run_id":"r","cases":[{"case_id":"a","status":"pass","latency_ms":1,"cost":0}]}`, metrics.CodeMissingField, "cost_currency"},
-		{"duplicate case_id names the later", `{"run_id":"r","cases":[` + ok + `,{"case_id":"b","status":"pass","latency_ms":1},` + ok + `]}`, metrics.CodeInvalidField, "cases[2].case_id"},
-		{"boundary code not a string", `{"run_id":"r","cases":[{"case_id":"a","status":"pass","latency_ms":1,"boundary_violations":["scope_escape",7]}]}`, metrics.CodeInvalidField, "cases[0].boundary_violations[1]"},
-		{"trace not an object", `{"run_id":"r","cases":[{"case_id":"a","status":"pass","latency_ms":1,"trace":[]}]}`, metrics.CodeInvalidField, "cases[0].trace"},
-		{"501 cases", `{"run_id":"r","cases":[` + distinctCases(501) + `]}`, metrics.CodeInvalidField, "cases"},
-		{"501st case invalid too", `{"run_id":"r","cases":[` + distinctCases(500) + `,{}]}`, metrics.CodeInvalidField, "cases"},
+		{"bom", "\ufeff{}", api.CodeMalformedJSON, ""},
+		{"empty", "", api.CodeMalformedJSON, ""},
+		{"whitespace only", " \n", api.CodeMalformedJSON, ""},
+		{"escaped duplicate name", `{"run_id":"r","\u0072un_id":"s","cases":[` + ok + `]}`, api.CodeMalformedJSON, ""},
+		{"duplicate deep in unknown member", `{"run_id":"r","x":[{"y":{"a":1,"a":1}}],"cases":[` + ok + `]}`, api.CodeMalformedJSON, ""},
+		{"duplicate of an early name among many", `{"run_id":"r","x":{` + members(12) + `,"m0":1},"cases":[` + ok + `]}`, api.CodeMalformedJSON, ""},
+		{"duplicate of a late name among many", `{"run_id":"r","x":{` + members(12) + `,"m11":1},"cases":[` + ok + `]}`, api.CodeMalformedJSON, ""},
+		{"many distinct names", `{"run_id":"r","x":{` + members(12) + `},"cases":[` + ok + `]}`, api.CodeUnknownField, "x"},
+		{"duplicate in case", `{"run_id":"r","cases":[{"case_id":"a","case_id":"b","status":"pass","latency_ms":1}]}`, api.CodeMalformedJSON, ""},
+		{"lone surrogate", `{"run_id":"\udc00","cases":[` + ok + `]}`, api.CodeMalformedJSON, ""},
+		{"invalid utf-8", "{\"run_id\":\"\xc3\x28\",\"cases\":[" + ok + "]}", api.CodeMalformedJSON, ""},
+		{"raw control character", "{\"run_id\":\"a\nb\",\"cases\":[" + ok + "]}", api.CodeMalformedJSON, ""},
+		{"too deep", `{"x":` + strings.Repeat("[", 10000) + strings.Repeat("]", 10000) + `}`, api.CodeMalformedJSON, ""},
+		{"syntax error after schema error", `{"run_id":1,"cases":[` + ok + `],}`, api.CodeMalformedJSON, ""},
+		{"not an object", `[]`, api.CodeInvalidField, ""},
+		{"first in document order", `{"cases":[{"case_id":"a","status":"nope","latency_ms":-1}],"run_id":"-"}`, api.CodeInvalidField, "cases[0].status"},
+		{"missing found at end of its object", `{"cases":[{"case_id":"a","latency_ms":1}],"run_id":"-"}`, api.CodeMissingField, "cases[0].status"},
+		{"missing trace member", `{"run_id":"r","cases":[{"case_id":"a","status":"pass","latency_ms":1,"trace":{"observed_steps":1}}]}`, api.CodeMissingField, "cases[0].trace.expected_steps"},
+		{"unknown names itself", `{"run_id":"r","cases":[` + ok + `,{"case_id":"b","status":"pass","latency_ms":1,"prompt":"hi"}]}`, api.CodeUnknownField, "cases[1].prompt"},
+		{"unknown tool check member", `{"run_id":"r","cases":[{"case_id":"a","status":"pass","latency_ms":1,"tool_checks":[{"name":"t","passed":true},{"name":"u","passed":true,"api_key":"x"}]}]}`, api.CodeUnknownField, "cases[0].tool_checks[1].api_key"},
+		{"cost without currency", `{"run_id":"r","cases":[{"case_id":"a","status":"pass","latency_ms":1,"cost":0}]}`, api.CodeMissingField, "cost_currency"},
+		{"duplicate case_id names the later", `{"run_id":"r","cases":[` + ok + `,{"case_id":"b","status":"pass","latency_ms":1},` + ok + `]}`, api.CodeInvalidField, "cases[2].case_id"},
+		{"boundary code not a string", `{"run_id":"r","cases":[{"case_id":"a","status":"pass","latency_ms":1,"boundary_violations":["scope_escape",7]}]}`, api.CodeInvalidField, "cases[0].boundary_violations[1]"},
+		{"trace not an object", `{"run_id":"r","cases":[{"case_id":"a","status":"pass","latency_ms":1,"trace":[]}]}`, api.CodeInvalidField, "cases[0].trace"},
+		{"501 cases", `{"run_id":"r","cases":[` + distinctCases(501) + `]}`, api.CodeInvalidField, "cases"},
+		{"501st case invalid too", `{"run_id":"r","cases":[` + distinctCases(500) + `,{}]}`, api.CodeInvalidField, "cases"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := metrics.Compute([]byte(tt.body))
-			var merr *metrics.Error
+			var merr *api.Error
 			if !errors.As(err, &merr) {
-				t.Fatalf("err = %v, want a *metrics.Error", err)
+				t.Fatalf("err = %v, want a *api.Error", err)
 			}
 			if merr.Code != tt.code || merr.Field != tt.field {
 				t.Errorf("got code %q field %q (%s), want code %q field %q", merr.Code, merr.Field, merr.Message, tt.code, tt.field)

@@ -4,6 +4,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/evalmeter/evalmeter/api"
 )
 
 func TestLatencyPercentiles(t *testing.T) {
@@ -28,7 +30,7 @@ func TestLatencyPercentiles(t *testing.T) {
 		}
 		rng.Shuffle(len(seq), func(i, j int) { seq[i], seq[j] = seq[j], seq[i] })
 		got := latencyPercentiles(seq)
-		want := LatencyMetrics{P50: tt.p50, P95: tt.p95, Max: float64(tt.n)}
+		want := api.LatencyMetrics{P50: tt.p50, P95: tt.p95, Max: float64(tt.n)}
 		if got != want {
 			t.Errorf("n=%d: got %+v, want %+v", tt.n, got, want)
 		}

@@ -6,6 +6,8 @@ import (
 	"math/bits"
 	"unicode/utf8"
 
+	"github.com/evalmeter/evalmeter/api"
+
 	"github.com/evalmeter/evalmeter/internal/swar"
 )
 
@@ -356,5 +358,5 @@ func (p *parser) duplicateName(at int, name []byte) error {
 func (p *parser) syntaxError(msg string) error { return p.syntaxErrorAt(p.pos, msg) }
 
 func (p *parser) syntaxErrorAt(at int, msg string) error {
-	return &Error{Code: CodeMalformedJSON, Message: fmt.Sprintf("malformed JSON at byte %d: %s", at, msg)}
+	return &api.Error{Code: api.CodeMalformedJSON, Message: fmt.Sprintf("malformed JSON at byte %d: %s", at, msg)}
 }

@@ -7,6 +7,8 @@ import (
 	"os"
 	"testing"
 
+	"github.com/evalmeter/evalmeter/api"
+
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/evalmeter/evalmeter/internal/metrics"
@@ -47,12 +49,12 @@ func TestVectors(t *testing.T) {
 		t.Run(v.Name, func(t *testing.T) {
 			got, err := metrics.Compute([]byte(v.Body))
 			status := http.StatusOK
-			var merr *metrics.Error
+			var merr *api.Error
 			if err != nil {
 				if !errors.As(err, &merr) {
-					t.Fatalf("error is %T, not *metrics.Error: %v", err, err)
+					t.Fatalf("error is %T, not *api.Error: %v", err, err)
 				}
-				status = merr.HTTPStatus()
+				status = merr.Status()
 			}
 			if status != v.Expect.Status {
 				t.Fatalf("status = %d (%v), want %d", status, err, v.Expect.Status)

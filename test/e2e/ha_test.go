@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/evalmeter/evalmeter/api"
 	"github.com/evalmeter/evalmeter/internal/poll"
 )
 
@@ -398,18 +399,10 @@ func (c *loadClient) post(kind, path, bearer, key string, attempt int, body []by
 		return o
 	}
 	o.status, o.retryAfter = resp.StatusCode, resp.Header.Get("Retry-After")
-	var envelope struct {
-		Error struct {
-			Code string `json:"code"`
-		} `json:"error"`
-		Session struct {
-			ID    string `json:"id"`
-			Token string `json:"token"`
-		} `json:"session"`
-		Replay bool `json:"idempotent_replay"`
-	}
-	if json.Unmarshal(b, &envelope) == nil {
-		o.code, o.sessionID, o.token, o.replay = envelope.Error.Code, envelope.Session.ID, envelope.Session.Token, envelope.Replay
+	var refusal api.ErrorEnvelope
+	var opened api.SessionEnvelope
+	if json.Unmarshal(b, &refusal) == nil && json.Unmarshal(b, &opened) == nil {
+		o.code, o.sessionID, o.token, o.replay = refusal.Error.Code, opened.Session.ID, opened.Session.Token, opened.IdempotentReplay
 	}
 	return o
 }

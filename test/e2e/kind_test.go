@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/evalmeter/evalmeter/api"
 	"github.com/evalmeter/evalmeter/client"
 	"github.com/evalmeter/evalmeter/internal/certtest"
 	"github.com/evalmeter/evalmeter/internal/metrics"
@@ -168,13 +169,13 @@ spec:
 	}
 	// A session, and its replay: the same session, no second credit.
 	code, body := call("POST", "/sessions", key, "kind-e2e-session-1", nil)
-	var opened sessionEnvelope
-	if code != http.StatusCreated || json.Unmarshal(body, &opened) != nil || opened.Replay || opened.Session.Token == "" {
+	var opened api.SessionEnvelope
+	if code != http.StatusCreated || json.Unmarshal(body, &opened) != nil || opened.IdempotentReplay || opened.Session.Token == "" {
 		t.Fatalf("open a session: %d %s", code, body)
 	}
 	code, body = call("POST", "/sessions", key, "kind-e2e-session-1", nil)
-	var replayed sessionEnvelope
-	if code != http.StatusCreated || json.Unmarshal(body, &replayed) != nil || !replayed.Replay ||
+	var replayed api.SessionEnvelope
+	if code != http.StatusCreated || json.Unmarshal(body, &replayed) != nil || !replayed.IdempotentReplay ||
 		replayed.Session.ID != opened.Session.ID || replayed.Session.Token != opened.Session.Token {
 		t.Fatalf("replay the opening: %d %s, want session %s again", code, body, opened.Session.ID)
 	}
@@ -215,11 +216,11 @@ spec:
 	}
 
 	code, body = call("GET", "/usage", key, "", nil)
-	var usage usageEnvelope
+	var usage api.UsageEnvelope
 	if code != http.StatusOK || json.Unmarshal(body, &usage) != nil {
 		t.Fatalf("usage: %d %s", code, body)
 	}
-	if u := usage.Usage; u.ClientID != "kind-e2e" || u.Allocated != 2 || u.Consumed != 1 || u.Remaining != 1 || u.Active != 1 {
+	if u := usage.Usage; u.ClientID != "kind-e2e" || u.AllocatedHours != 2 || u.ConsumedHours != 1 || u.RemainingHours != 1 || u.ActiveSessions != 1 {
 		t.Fatalf("usage = %+v, want kind-e2e 2 allocated, 1 consumed, 1 remaining, 1 active", u)
 	}
 	status("Active 1 1")
@@ -276,11 +277,11 @@ spec:
 		return ing.call(t, method, path, bearer, idemKey, body)
 	}
 	code, body = call("GET", "/usage", key, "", nil)
-	usage = usageEnvelope{}
+	usage = api.UsageEnvelope{}
 	if code != http.StatusOK || json.Unmarshal(body, &usage) != nil {
 		t.Fatalf("usage through the Ingress: %d %s", code, body)
 	}
-	if u := usage.Usage; u.Consumed != 2 || u.Remaining != 0 || u.Active != 2 {
+	if u := usage.Usage; u.ConsumedHours != 2 || u.RemainingHours != 0 || u.ActiveSessions != 2 {
 		t.Fatalf("usage after helm upgrade = %+v, want 2 consumed, 0 remaining, 2 active", u)
 	}
 	// The session opened before the upgrade still works: its replay, and a new request.
@@ -352,24 +353,6 @@ func (a endpoint) waitUntilServing(t *testing.T) {
 		}
 		return nil
 	})
-}
-
-type sessionEnvelope struct {
-	Session struct {
-		ID    string `json:"id"`
-		Token string `json:"token"`
-	} `json:"session"`
-	Replay bool `json:"idempotent_replay"`
-}
-
-type usageEnvelope struct {
-	Usage struct {
-		ClientID  string `json:"client_id"`
-		Allocated int    `json:"allocated_hours"`
-		Consumed  int    `json:"consumed_hours"`
-		Remaining int    `json:"remaining_hours"`
-		Active    int    `json:"active_sessions"`
-	} `json:"usage"`
 }
 
 // splitImage splits REPOSITORY:TAG (the tag after the last slash).
@@ -446,8 +429,8 @@ func checkReceipt(t *testing.T, ing endpoint, base, token string, metricsRequest
 	if err != nil {
 		t.Fatalf("the receipt of a metrics response through the Ingress: %v\n%+v", err, res.Receipt)
 	}
-	if age := time.Since(v.Created); age < -time.Minute || age > 5*time.Minute || !res.Replay || m.Header.Get(receipt.HeaderClient) != "kind-e2e" {
-		t.Errorf("receipt: created %s, replay %t, client %q", v.Created, res.Replay, m.Header.Get(receipt.HeaderClient))
+	if age := time.Since(v.Created); age < -time.Minute || age > 5*time.Minute || !res.Replay || m.Header.Get(api.HeaderClient) != "kind-e2e" {
+		t.Errorf("receipt: created %s, replay %t, client %q", v.Created, res.Replay, m.Header.Get(api.HeaderClient))
 	}
 	t.Logf("receipt through the Ingress: key %s, created %s, target %s", v.KeyID, v.Created.Format(time.RFC3339), res.Receipt.Request.TargetURI)
 }

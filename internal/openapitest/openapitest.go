@@ -1,4 +1,4 @@
-// Package contract checks HTTP requests and responses against api/openapi.yaml.
+// Package openapitest checks HTTP requests and responses against api/openapi.yaml.
 //
 // A Validator is safe for concurrent use: it checks one message at a time,
 // as libopenapi v0.36 renders schemas through shared state (the race
@@ -21,7 +21,7 @@
 // Not checked, because JSON Schema cannot state them: a unique case_id per
 // request and trace.observed_steps ≤ trace.expected_steps (422 from the
 // service, valid under the MetricsRequest schema).
-package contract
+package openapitest
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package contract_test
+package openapitest_test
 
 import (
 	"bytes"
@@ -22,8 +22,8 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/evalmeter/evalmeter/api"
-	"github.com/evalmeter/evalmeter/internal/contract"
 	"github.com/evalmeter/evalmeter/internal/metrics"
+	"github.com/evalmeter/evalmeter/internal/openapitest"
 )
 
 // base is where a test server listens: a host with a port and no path
@@ -39,9 +39,9 @@ var (
 
 const idemKey = "run-2026-11-21:attempt.1"
 
-var shared = sync.OnceValues(contract.NewValidator)
+var shared = sync.OnceValues(openapitest.NewValidator)
 
-func newValidator(t *testing.T) *contract.Validator {
+func newValidator(t *testing.T) *openapitest.Validator {
 	t.Helper()
 	v, err := shared()
 	if err != nil {
@@ -55,7 +55,7 @@ func newValidator(t *testing.T) *contract.Validator {
 func TestDocumentIsOpenAPI31(t *testing.T) {
 	// NewValidator refuses a document that is not OpenAPI 3.1, fails the
 	// OpenAPI 3.1 schema or logs any model-building error.
-	if _, err := contract.NewValidator(); err != nil {
+	if _, err := openapitest.NewValidator(); err != nil {
 		t.Fatalf("NewValidator: %v", err)
 	}
 
@@ -859,7 +859,7 @@ func TestViolationsAreCaught(t *testing.T) {
 			if err == nil {
 				t.Fatal("no violation reported")
 			}
-			var cerr *contract.Error
+			var cerr *openapitest.Error
 			if !errors.As(err, &cerr) || len(cerr.Violations) == 0 {
 				t.Fatalf("error %T without violations: %v", err, err)
 			}
