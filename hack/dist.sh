@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Builds static evalmeter binaries for customers (linux, darwin and windows on amd64
 # and arm64) into dist/, with the CI script (ci/evalmeter-ci.sh) and SHA256SUMS.
-# Plain go build: no cgo, no toolchain beyond Go's own cross-compiler.
+# Plain go build: no cgo, no toolchain beyond Go's own cross-compiler. The build
+# tag customer leaves out the server's roles and the operator's commands: the
+# customer's binary carries no server, ledger or Kubernetes code. The image
+# (Dockerfile, hack/image.sh) holds the full binary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
@@ -16,7 +19,7 @@ for platform in $PLATFORMS; do
   out="$DIST_DIR/evalmeter-$VERSION-$os-$arch"
   [ "$os" = windows ] && out="$out.exe"
   echo "building $out" >&2
-  CGO_ENABLED=0 GOOS=$os GOARCH=$arch "$GO" build -trimpath \
+  CGO_ENABLED=0 GOOS=$os GOARCH=$arch "$GO" build -trimpath -tags customer \
     -ldflags "-s -w -X main.version=$VERSION" -o "$out" ./cmd/evalmeter
 done
 # The CI script beside the binaries: the GitLab template downloads it and checks it

@@ -1,3 +1,5 @@
+//go:build !customer
+
 package main
 
 import (
@@ -28,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/evalmeter/evalmeter/internal/cli"
 	"github.com/evalmeter/evalmeter/internal/credential"
 	"github.com/evalmeter/evalmeter/internal/ledger"
 	"github.com/evalmeter/evalmeter/internal/tracing"
@@ -57,26 +60,26 @@ type apiConfig struct {
 }
 
 func parseAPIConfig(args []string, stderr io.Writer) (*apiConfig, error) {
-	fs := newFlagSet("api", "api [flags]", stderr)
+	fs := cli.NewFlagSet("api", "api [flags]", stderr)
 	c := &apiConfig{}
-	fs.StringVar(&c.addr, "addr", envOr("EVALMETER_ADDR", ":8080"), "API listen address (env EVALMETER_ADDR)")
-	fs.StringVar(&c.opsAddr, "ops-addr", envOr("EVALMETER_OPS_ADDR", ":9090"), "listen address of /healthz, /readyz and /metrics (env EVALMETER_OPS_ADDR)")
-	fs.StringVar(&c.databaseURL, "database-url", envOr("DATABASE_URL", ""), "PostgreSQL URL (env DATABASE_URL)")
-	fs.BoolVar(&c.migrate, "migrate", envBool("EVALMETER_MIGRATE"), "apply database migrations before serving (env EVALMETER_MIGRATE)")
-	secretFile := fs.String("token-secret-file", envOr("EVALMETER_TOKEN_SECRET_FILE", ""), "file holding the session token secret (env EVALMETER_TOKEN_SECRET_FILE); else env EVALMETER_TOKEN_SECRET")
-	previousFile := fs.String("token-secret-previous-file", envOr("EVALMETER_TOKEN_SECRET_PREVIOUS_FILE", ""), "file holding the previous session token secret, still accepted during a rotation (env EVALMETER_TOKEN_SECRET_PREVIOUS_FILE); else env EVALMETER_TOKEN_SECRET_PREVIOUS")
-	fs.StringVar(&c.tlsCert, "tls-cert", envOr("EVALMETER_TLS_CERT", ""), "serve HTTPS with this certificate (PEM); needed where no ingress terminates TLS")
-	fs.StringVar(&c.tlsKey, "tls-key", envOr("EVALMETER_TLS_KEY", ""), "private key of --tls-cert (PEM)")
+	fs.StringVar(&c.addr, "addr", cli.EnvOr("EVALMETER_ADDR", ":8080"), "API listen address (env EVALMETER_ADDR)")
+	fs.StringVar(&c.opsAddr, "ops-addr", cli.EnvOr("EVALMETER_OPS_ADDR", ":9090"), "listen address of /healthz, /readyz and /metrics (env EVALMETER_OPS_ADDR)")
+	fs.StringVar(&c.databaseURL, "database-url", cli.EnvOr("DATABASE_URL", ""), "PostgreSQL URL (env DATABASE_URL)")
+	fs.BoolVar(&c.migrate, "migrate", cli.EnvBool("EVALMETER_MIGRATE"), "apply database migrations before serving (env EVALMETER_MIGRATE)")
+	secretFile := fs.String("token-secret-file", cli.EnvOr("EVALMETER_TOKEN_SECRET_FILE", ""), "file holding the session token secret (env EVALMETER_TOKEN_SECRET_FILE); else env EVALMETER_TOKEN_SECRET")
+	previousFile := fs.String("token-secret-previous-file", cli.EnvOr("EVALMETER_TOKEN_SECRET_PREVIOUS_FILE", ""), "file holding the previous session token secret, still accepted during a rotation (env EVALMETER_TOKEN_SECRET_PREVIOUS_FILE); else env EVALMETER_TOKEN_SECRET_PREVIOUS")
+	fs.StringVar(&c.tlsCert, "tls-cert", cli.EnvOr("EVALMETER_TLS_CERT", ""), "serve HTTPS with this certificate (PEM); needed where no ingress terminates TLS")
+	fs.StringVar(&c.tlsKey, "tls-key", cli.EnvOr("EVALMETER_TLS_KEY", ""), "private key of --tls-cert (PEM)")
 	fs.DurationVar(&c.dbTimeout, "db-timeout", ledger.DefaultTimeout, "bound on every database statement; past it the API answers 503")
-	maxConns := fs.String("db-max-conns", envOr("EVALMETER_DB_MAX_CONNS", "10"), maxConnsUsage)
+	maxConns := fs.String("db-max-conns", cli.EnvOr("EVALMETER_DB_MAX_CONNS", "10"), maxConnsUsage)
 	fs.DurationVar(&c.drainDelay, "drain-delay", 0, "on SIGTERM, how long /readyz fails before the server stops accepting (lets load balancers notice)")
 	fs.DurationVar(&c.grace, "shutdown-grace", 25*time.Second, "on SIGTERM, how long in-flight requests may take to finish")
-	level := fs.String("log-level", envOr("EVALMETER_LOG_LEVEL", "info"), "debug, info, warn or error")
-	fs.BoolVar(&c.trustTraceContext, "trust-trace-context", envBool("EVALMETER_TRUST_TRACE_CONTEXT"),
+	level := fs.String("log-level", cli.EnvOr("EVALMETER_LOG_LEVEL", "info"), "debug, info, warn or error")
+	fs.BoolVar(&c.trustTraceContext, "trust-trace-context", cli.EnvBool("EVALMETER_TRUST_TRACE_CONTEXT"),
 		"with tracing, make a caller's W3C traceparent (and its sampled flag) the parent of its request's span, only behind a proxy that sets it; by default each request starts a new trace linked to it (env EVALMETER_TRUST_TRACE_CONTEXT)")
 	var receiptKeys receiptKeyFlags
 	receiptKeys.register(fs)
-	fs.StringVar(&c.publicURL, "public-url", envOr("EVALMETER_PUBLIC_URL", ""),
+	fs.StringVar(&c.publicURL, "public-url", cli.EnvOr("EVALMETER_PUBLIC_URL", ""),
 		"the base URL clients use (e.g. https://evalmeter.example.com), when TLS ends or the path is rewritten in front of the API: receipts sign the request's URI under it (env EVALMETER_PUBLIC_URL)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -153,7 +156,7 @@ func serveAPI(args []string, stderr io.Writer) int {
 	case errors.Is(err, flag.ErrHelp):
 		return 0
 	case err != nil:
-		return failf(stderr, "api: configuration:\n  %v", err)
+		return cli.Failf(stderr, "api: configuration:\n  %v", err)
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
 	ctrllog.SetLogger(logr.FromSlogHandler(log.Handler())) // certwatcher's

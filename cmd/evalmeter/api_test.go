@@ -1,3 +1,5 @@
+//go:build !customer
+
 package main
 
 import (
@@ -6,7 +8,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/evalmeter/evalmeter/internal/pgtest"
 )
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
 
 func TestAPIConfig(t *testing.T) {
 	secret := strings.Repeat("s", 32)

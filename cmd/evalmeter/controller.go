@@ -1,3 +1,5 @@
+//go:build !customer
+
 package main
 
 import (
@@ -18,43 +20,44 @@ import (
 
 	evalmeterv1alpha1 "github.com/evalmeter/evalmeter/api/v1alpha1"
 	"github.com/evalmeter/evalmeter/controllers"
+	"github.com/evalmeter/evalmeter/internal/cli"
 	"github.com/evalmeter/evalmeter/internal/ledger"
 )
 
 // runController runs the operator until SIGTERM or SIGINT.
 func runController(args []string, stderr io.Writer) int {
-	fs := newFlagSet("controller", "controller [flags]", stderr)
-	dbURL := fs.String("database-url", envOr("DATABASE_URL", ""), "PostgreSQL URL (env DATABASE_URL)")
-	metricsAddr := fs.String("metrics-bind-address", envOr("EVALMETER_METRICS_ADDR", "0"), "address of the Prometheus metrics endpoint; 0 disables it")
+	fs := cli.NewFlagSet("controller", "controller [flags]", stderr)
+	dbURL := fs.String("database-url", cli.EnvOr("DATABASE_URL", ""), "PostgreSQL URL (env DATABASE_URL)")
+	metricsAddr := fs.String("metrics-bind-address", cli.EnvOr("EVALMETER_METRICS_ADDR", "0"), "address of the Prometheus metrics endpoint; 0 disables it")
 	metricsSecure := fs.Bool("metrics-secure", true,
 		"serve metrics over HTTPS to callers authorized to get /metrics (TokenReview, SubjectAccessReview); false serves plain HTTP to anyone, for development")
 	metricsCertDir := fs.String("metrics-cert-dir", "", "directory with tls.crt and tls.key for the metrics endpoint, reloaded on change; empty makes a self-signed certificate")
-	probeAddr := fs.String("health-probe-bind-address", envOr("EVALMETER_PROBE_ADDR", ":8081"), "address of /healthz and /readyz")
-	leaderElect := fs.Bool("leader-elect", envBool("EVALMETER_LEADER_ELECT"), "elect a leader, so that only one replica reconciles")
-	namespaces := fs.String("watch-namespaces", envOr("EVALMETER_WATCH_NAMESPACES", ""), "comma-separated namespaces to watch; empty for all")
+	probeAddr := fs.String("health-probe-bind-address", cli.EnvOr("EVALMETER_PROBE_ADDR", ":8081"), "address of /healthz and /readyz")
+	leaderElect := fs.Bool("leader-elect", cli.EnvBool("EVALMETER_LEADER_ELECT"), "elect a leader, so that only one replica reconciles")
+	namespaces := fs.String("watch-namespaces", cli.EnvOr("EVALMETER_WATCH_NAMESPACES", ""), "comma-separated namespaces to watch; empty for all")
 	resync := fs.Duration("resync", time.Minute, "how often each agreement's ledger figures are refreshed")
 	dbTimeout := fs.Duration("db-timeout", ledger.DefaultTimeout, "bound on every database statement")
-	maxConns := fs.String("db-max-conns", envOr("EVALMETER_DB_MAX_CONNS", "5"), maxConnsUsage)
-	lowCredit := fs.String("low-credit-threshold", envOr("EVALMETER_LOW_CREDIT_THRESHOLD", "2"),
+	maxConns := fs.String("db-max-conns", cli.EnvOr("EVALMETER_DB_MAX_CONNS", "5"), maxConnsUsage)
+	lowCredit := fs.String("low-credit-threshold", cli.EnvOr("EVALMETER_LOW_CREDIT_THRESHOLD", "2"),
 		"remaining hours at or below which an agreement without spec.lowCreditThreshold reports LowCredit (env EVALMETER_LOW_CREDIT_THRESHOLD)")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
-	if status, ok := parseFlags(fs, args); !ok {
+	if status, ok := cli.ParseFlags(fs, args); !ok {
 		return status
 	}
 	if fs.NArg() > 0 {
-		return failf(stderr, "%s: unexpected argument %q", fs.Name(), fs.Arg(0))
+		return cli.Failf(stderr, "%s: unexpected argument %q", fs.Name(), fs.Arg(0))
 	}
 	if *dbURL == "" {
-		return failf(stderr, "controller: set DATABASE_URL (or --database-url) to the PostgreSQL URL")
+		return cli.Failf(stderr, "controller: set DATABASE_URL (or --database-url) to the PostgreSQL URL")
 	}
 	dbMaxConns, err := parseMaxConns(*maxConns)
 	if err != nil {
-		return failf(stderr, "controller: %v", err)
+		return cli.Failf(stderr, "controller: %v", err)
 	}
 	threshold, err := strconv.ParseInt(*lowCredit, 10, 32)
 	if err != nil || threshold < 0 {
-		return failf(stderr, "controller: --low-credit-threshold %q: use a whole number of hours, 0 or more", *lowCredit)
+		return cli.Failf(stderr, "controller: --low-credit-threshold %q: use a whole number of hours, 0 or more", *lowCredit)
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts), zap.WriteTo(stderr)))
 	if err := controller(ctrl.SetupSignalHandler(), controllerConfig{

@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"os"
+	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 
@@ -114,10 +116,15 @@ func TestSchemaCommand(t *testing.T) {
 }
 
 // TestHelp: -h and --help of every command print its usage and exit 0, and
-// the top-level help names every command.
+// the top-level help names every command of this build.
 func TestHelp(t *testing.T) {
-	commands := [][]string{{"api"}, {"controller"}, {"migrate"}, {"clients", "grant"}, {"clients", "events"}, {"compute"},
-		{"convert"}, {"submit"}, {"compare"}, {"verify"}, {"receipt-keys"}, {"usage"}}
+	commands := [][]string{{"compute"}, {"schema"}, {"convert"}, {"submit"}, {"compare"}, {"verify"}, {"usage"}}
+	names := []string{"compute", "schema", "convert", "submit", "compare", "verify", "usage", "version"}
+	if len(serverCommands()) > 0 {
+		commands = append(commands, []string{"api"}, []string{"controller"}, []string{"migrate"}, []string{"clients", "grant"},
+			[]string{"clients", "events"}, []string{"receipt-keys"})
+		names = append(names, "api", "controller", "migrate", "clients grant", "clients show", "clients events", "clients report", "receipt-keys")
+	}
 	for _, cmd := range commands {
 		for _, flag := range []string{"-h", "--help"} {
 			var stdout, stderr bytes.Buffer
@@ -128,10 +135,36 @@ func TestHelp(t *testing.T) {
 	}
 	var stdout, stderr bytes.Buffer
 	run([]string{"help"}, nil, &stdout, &stderr)
-	for _, name := range []string{"api", "controller", "migrate", "clients grant", "clients show", "clients events", "clients report",
-		"compute", "schema", "convert", "submit", "compare", "verify", "receipt-keys", "usage", "version"} {
+	for _, name := range names {
 		if !strings.Contains(stdout.String(), "evalmeter "+name) {
 			t.Errorf("the top-level help does not name evalmeter %s", name)
 		}
+	}
+	if len(serverCommands()) == 0 && strings.Contains(stdout.String(), "evalmeter api") {
+		t.Errorf("the customer's build lists the server's roles:\n%s", stdout.String())
+	}
+}
+
+// TestCustomerBuild: the binary customers download (make dist: -tags
+// customer) carries no server, ledger, operator or Kubernetes code.
+func TestCustomerBuild(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-tags", "customer", ".").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	for _, dep := range deps {
+		for _, banned := range []string{
+			"github.com/evalmeter/evalmeter/server", "github.com/evalmeter/evalmeter/controllers",
+			"github.com/evalmeter/evalmeter/internal/ledger", "github.com/evalmeter/evalmeter/internal/admin",
+			"k8s.io/", "sigs.k8s.io/", "github.com/jackc/pgx", "github.com/gorilla/mux", "github.com/prometheus/",
+		} {
+			if strings.HasPrefix(dep, banned) {
+				t.Errorf("the customer's build imports %s", dep)
+			}
+		}
+	}
+	if !slices.Contains(deps, "github.com/evalmeter/evalmeter/internal/cli") {
+		t.Errorf("the customer's build does not import internal/cli: %v", deps)
 	}
 }

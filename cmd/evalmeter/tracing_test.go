@@ -1,3 +1,5 @@
+//go:build !customer
+
 package main
 
 import (

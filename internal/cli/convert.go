@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"errors"
@@ -142,18 +142,18 @@ command line is wrong.`
 
 // convertCmd is evalmeter convert (DESIGN.md §8.1).
 func convertCmd(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("convert", convertUsage, stderr)
+	fs := NewFlagSet("convert", convertUsage, stderr)
 	var rf requestFlags
 	rf.register(fs, "auto")
-	if status, ok := parseFlags(fs, args); !ok {
+	if status, ok := ParseFlags(fs, args); !ok {
 		return status
 	}
 	if fs.NArg() == 0 {
-		return failf(stderr, "convert: name the results files, e.g. evalmeter convert --from junit report.xml")
+		return Failf(stderr, "convert: name the results files, e.g. evalmeter convert --from junit report.xml")
 	}
 	opts, err := rf.options()
 	if err != nil {
-		return failf(stderr, "convert: %v", err)
+		return Failf(stderr, "convert: %v", err)
 	}
 	res, status := convertFiles("convert", fs.Args(), opts, stderr)
 	if status != 0 {
@@ -161,7 +161,7 @@ func convertCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	body, err := res.Request.Marshal()
 	if err != nil {
-		return failf(stderr, "convert: %v", err)
+		return Failf(stderr, "convert: %v", err)
 	}
 	if _, merr := checkRequest(body); merr != nil {
 		fmt.Fprintf(stderr, "evalmeter convert: the converted request would be refused: %s", merr.Message)

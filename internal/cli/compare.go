@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"encoding/json"
@@ -40,7 +40,7 @@ does not match it; 2 when a file or the command line is wrong.`
 
 // compareCmd is evalmeter compare (docs/compare.md).
 func compareCmd(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("compare", compareUsage, stderr)
+	fs := NewFlagSet("compare", compareUsage, stderr)
 	var rf requestFlags
 	rf.register(fs, "")
 	maxDrop := fs.Float64("max-drop", 2, "the pass-rate drop to tolerate, in points (2 is 0.02)")
@@ -48,20 +48,20 @@ func compareCmd(args []string, stdout, stderr io.Writer) int {
 	output := fs.String("output", "text", "text, json, or markdown (a pull-request comment)")
 	resultBaseline := fs.String("result-baseline", "", "result file of submit --save-result for BASELINE: check that the service computed it")
 	resultCandidate := fs.String("result-candidate", "", "result file of submit --save-result for CANDIDATE")
-	if status, ok := parseFlags(fs, args); !ok {
+	if status, ok := ParseFlags(fs, args); !ok {
 		return status
 	}
 	if fs.NArg() != 2 {
-		return failf(stderr, "compare: name two runs, e.g. evalmeter compare baseline.json candidate.json")
+		return Failf(stderr, "compare: name two runs, e.g. evalmeter compare baseline.json candidate.json")
 	}
 	if *output != "text" && *output != "json" && *output != "markdown" {
-		return failf(stderr, "compare: --output %q: use text, json or markdown", *output)
+		return Failf(stderr, "compare: --output %q: use text, json or markdown", *output)
 	}
 	if math.IsNaN(*maxDrop) || *maxDrop < 0 || *maxDrop > 100 {
-		return failf(stderr, "compare: --max-drop %g: give points between 0 and 100, e.g. 2 for a drop of 0.02", *maxDrop)
+		return Failf(stderr, "compare: --max-drop %g: give points between 0 and 100, e.g. 2 for a drop of 0.02", *maxDrop)
 	}
 	if rf.from == "" && (rf.runID != "" || rf.hashIDs) {
-		return failf(stderr, "compare: --run-id and --hash-ids apply to results files: add --from")
+		return Failf(stderr, "compare: --run-id and --hash-ids apply to results files: add --from")
 	}
 
 	base, err := loadRun("baseline", fs.Arg(0), *resultBaseline, &rf, stderr)
@@ -73,11 +73,11 @@ func compareCmd(args []string, stdout, stderr io.Writer) int {
 		return runFailure(stderr, err)
 	}
 	if base.currency != "" && cand.currency != "" && base.currency != cand.currency {
-		return failf(stderr, "compare: the baseline reports costs in %s and the candidate in %s; convert both with the same --currency", base.currency, cand.currency)
+		return Failf(stderr, "compare: the baseline reports costs in %s and the candidate in %s; convert both with the same --currency", base.currency, cand.currency)
 	}
 	cmp, err := stats.Compare(base.cases, cand.cases)
 	if err != nil {
-		return failf(stderr, "compare: %v", err)
+		return Failf(stderr, "compare: %v", err)
 	}
 	rep := newCompareReport(base, cand, cmp, *maxDrop/100)
 	if cmp.Paired.Groups == 0 {
@@ -89,7 +89,7 @@ func compareCmd(args []string, stdout, stderr io.Writer) int {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(rep); err != nil {
-			return failf(stderr, "compare: %v", err)
+			return Failf(stderr, "compare: %v", err)
 		}
 	case "markdown":
 		rep.writeMarkdown(stdout)

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -48,7 +48,7 @@ type clientFlags struct {
 }
 
 func (cf *clientFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&cf.url, "url", envOr(EnvURL, ""), "base URL of the evalmeter API, e.g. https://evalmeter.example.com (env "+EnvURL+")")
+	fs.StringVar(&cf.url, "url", EnvOr(EnvURL, ""), "base URL of the evalmeter API, e.g. https://evalmeter.example.com (env "+EnvURL+")")
 	fs.StringVar(&cf.keyFile, "api-key-file", "", "file holding the API key; else env "+EnvAPIKey)
 	fs.DurationVar(&cf.timeout, "timeout", 5*time.Minute, "bound on the whole command, retries included")
 }
@@ -82,7 +82,7 @@ func (cf *clientFlags) client(stderr io.Writer, cmd string) (*client.Client, str
 
 // submitCmd is evalmeter submit (DESIGN.md §8.1).
 func submitCmd(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("submit", submitUsage, stderr)
+	fs := NewFlagSet("submit", submitUsage, stderr)
 	var rf requestFlags
 	rf.register(fs, "")
 	fs.BoolVar(&rf.split, "split", false, "post more than 500 cases, or more than 256 KiB, as parts RUN.p1ofN, RUN.p2ofN, ... (each part's metrics are its own)")
@@ -96,7 +96,7 @@ func submitCmd(args []string, stdout, stderr io.Writer) int {
 	savePath := fs.String("save-result", "", "write the request(s) and the service's response(s) (with --dry-run, the requests alone) to this file, for evalmeter compare and as a CI artifact")
 	receiptPath := fs.String("receipt", "", "write the service's signed answer, the receipt a third party checks with evalmeter verify, to this file (FILE-1, FILE-2, ... for a split run)")
 	dryRun := fs.Bool("dry-run", false, "convert and check the request, print the metrics computed here, and post nothing: no credit is spent")
-	if status, ok := parseFlags(fs, args); !ok {
+	if status, ok := ParseFlags(fs, args); !ok {
 		return status
 	}
 	ci := detectCI(os.Getenv)
@@ -107,13 +107,13 @@ func submitCmd(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if fs.NArg() == 0 {
-		return failf(stderr, "submit: name the results file(s), or a metrics request file without --from")
+		return Failf(stderr, "submit: name the results file(s), or a metrics request file without --from")
 	}
 	if *output != "text" && *output != "json" {
-		return failf(stderr, "submit: --output %q: use text or json", *output)
+		return Failf(stderr, "submit: --output %q: use text or json", *output)
 	}
 	if *minWindow < 0 || *minWindow > 55*time.Minute {
-		return failf(stderr, "submit: --min-window must be between 0 and 55m")
+		return Failf(stderr, "submit: --min-window must be between 0 and 55m")
 	}
 
 	bodies, runID, status := requestBodies(&rf, fs.Args(), stderr)
@@ -140,26 +140,26 @@ func submitCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	for _, g := range gates {
 		if _, err := g.lookup(parts[0].local); err != nil {
-			return failf(stderr, "submit: %v", err)
+			return Failf(stderr, "submit: %v", err)
 		}
 	}
 	var out *resultFile
 	if *savePath != "" {
 		var err error
 		if out, err = createResult(*savePath); err != nil {
-			return failf(stderr, "submit: %v", err)
+			return Failf(stderr, "submit: %v", err)
 		}
 		defer out.abort()
 	}
 	var receipts []*resultFile
 	if *receiptPath != "" {
 		if *dryRun {
-			return failf(stderr, "submit: --receipt keeps the service's signed answer, which a dry run does not ask for")
+			return Failf(stderr, "submit: --receipt keeps the service's signed answer, which a dry run does not ask for")
 		}
 		for i := range parts {
 			f, err := createFile("--receipt", numbered(*receiptPath, i, len(parts)))
 			if err != nil {
-				return failf(stderr, "submit: %v", err)
+				return Failf(stderr, "submit: %v", err)
 			}
 			defer f.abort()
 			receipts = append(receipts, f)
@@ -180,16 +180,16 @@ func submitCmd(args []string, stdout, stderr io.Writer) int {
 	} else {
 		c, apiKey, err := cf.client(stderr, "submit")
 		if err != nil {
-			return failf(stderr, "submit: %v", err)
+			return Failf(stderr, "submit: %v", err)
 		}
 		if *cachePath == "" {
 			if *cachePath, err = defaultCachePath(); err != nil {
-				return failf(stderr, "submit: %v", err)
+				return Failf(stderr, "submit: %v", err)
 			}
 		}
 		cache, err := openSessionCache(*cachePath, c.BaseURL(), apiKey)
 		if err != nil {
-			return failf(stderr, "submit: %v", err)
+			return Failf(stderr, "submit: %v", err)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
 		defer cancel()
@@ -210,7 +210,7 @@ func submitCmd(args []string, stdout, stderr io.Writer) int {
 		}
 		if receipts != nil {
 			if err := receipts[i].commit(res.Receipt); err != nil {
-				return failf(stderr, "submit: %v", err)
+				return Failf(stderr, "submit: %v", err)
 			}
 			rc.check(res.Receipt, receipts[i].path)
 		}
@@ -229,7 +229,7 @@ func submitCmd(args []string, stdout, stderr io.Writer) int {
 	if out != nil {
 		saved.SavedAt = now().UTC()
 		if err := out.commit(saved); err != nil {
-			return failf(stderr, "submit: %v", err)
+			return Failf(stderr, "submit: %v", err)
 		}
 		what := "the requests and the service's answers"
 		if *dryRun {
@@ -291,7 +291,7 @@ func requestBodies(rf *requestFlags, paths []string, stderr io.Writer) ([][]byte
 	}
 	opts, err := rf.options()
 	if err != nil {
-		return nil, "", failf(stderr, "submit: %v", err)
+		return nil, "", Failf(stderr, "submit: %v", err)
 	}
 	res, status := convertFiles("submit", paths, opts, stderr)
 	if status != 0 {
@@ -300,13 +300,13 @@ func requestBodies(rf *requestFlags, paths []string, stderr io.Writer) ([][]byte
 	reqs := []convert.Request{res.Request}
 	if rf.split {
 		if reqs, err = res.Request.Parts(); err != nil {
-			return nil, "", failf(stderr, "submit: %v", err)
+			return nil, "", Failf(stderr, "submit: %v", err)
 		}
 	}
 	bodies := make([][]byte, len(reqs))
 	for i := range reqs {
 		if bodies[i], err = reqs[i].Marshal(); err != nil {
-			return nil, "", failf(stderr, "submit: %v", err)
+			return nil, "", Failf(stderr, "submit: %v", err)
 		}
 	}
 	if len(reqs) > 1 {
@@ -495,22 +495,22 @@ and the sessions open now. It spends no credit.`
 
 // usageCmd is evalmeter usage.
 func usageCmd(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("usage", usageUsage, stderr)
+	fs := NewFlagSet("usage", usageUsage, stderr)
 	var cf clientFlags
 	cf.register(fs)
 	output := fs.String("output", "text", "text or json")
-	if status, ok := parseFlags(fs, args); !ok {
+	if status, ok := ParseFlags(fs, args); !ok {
 		return status
 	}
 	if fs.NArg() > 0 {
-		return failf(stderr, "%s: unexpected argument %q", fs.Name(), fs.Arg(0))
+		return Failf(stderr, "%s: unexpected argument %q", fs.Name(), fs.Arg(0))
 	}
 	if *output != "text" && *output != "json" {
-		return failf(stderr, "usage: --output %q: use text or json", *output)
+		return Failf(stderr, "usage: --output %q: use text or json", *output)
 	}
 	c, _, err := cf.client(stderr, "usage")
 	if err != nil {
-		return failf(stderr, "usage: %v", err)
+		return Failf(stderr, "usage: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
 	defer cancel()

@@ -1,4 +1,4 @@
-package main
+package admin
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/evalmeter/evalmeter/internal/cli"
 	"github.com/evalmeter/evalmeter/internal/credential"
 	"github.com/evalmeter/evalmeter/internal/ledger"
 )
@@ -26,8 +27,8 @@ func clients(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "Usage: evalmeter %s\n", clientsUsage)
 		return 2
 	}
-	fs := newFlagSet("clients "+args[0], clientsUsage, stderr)
-	dbURL := fs.String("database-url", envOr("DATABASE_URL", ""), "PostgreSQL URL (env DATABASE_URL)")
+	fs := cli.NewFlagSet("clients "+args[0], clientsUsage, stderr)
+	dbURL := fs.String("database-url", cli.EnvOr("DATABASE_URL", ""), "PostgreSQL URL (env DATABASE_URL)")
 	clientID := fs.String("client-id", "", "the client's id, as in its ClientAgreement")
 	hours := fs.Int("hours", -1, "grant: evaluation-hour credits allocated under the written order(s), in all")
 	validUntil := fs.String("valid-until", "", "grant: end of the agreement (RFC 3339); empty for none")
@@ -38,23 +39,23 @@ func clients(args []string, stdout, stderr io.Writer) int {
 	since := fs.String("since", "", "events: only events at or after this time (RFC 3339 or YYYY-MM-DD, UTC)")
 	month := fs.String("month", "", "report: the calendar month, YYYY-MM (UTC)")
 	output := fs.String("output", "json", "events, report: json or csv")
-	if status, ok := parseFlags(fs, args[1:]); !ok {
+	if status, ok := cli.ParseFlags(fs, args[1:]); !ok {
 		return status
 	}
 	if fs.NArg() > 0 {
-		return failf(stderr, "%s: unexpected argument %q", fs.Name(), fs.Arg(0))
+		return cli.Failf(stderr, "%s: unexpected argument %q", fs.Name(), fs.Arg(0))
 	}
 	if *dbURL == "" || *clientID == "" && args[0] != "report" {
-		return failf(stderr, "clients: set --client-id, and DATABASE_URL or --database-url")
+		return cli.Failf(stderr, "clients: set --client-id, and DATABASE_URL or --database-url")
 	}
 	if *output != "json" && *output != "csv" {
-		return failf(stderr, "clients %s: --output %q: use json or csv", args[0], *output)
+		return cli.Failf(stderr, "clients %s: --output %q: use json or csv", args[0], *output)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	store, err := ledger.Open(ctx, *dbURL, ledger.Options{Timeout: 10 * time.Second})
 	if err != nil {
-		return failf(stderr, "clients: %v", err)
+		return cli.Failf(stderr, "clients: %v", err)
 	}
 	defer store.Close()
 
@@ -67,7 +68,7 @@ func clients(args []string, stdout, stderr io.Writer) int {
 		return monthlyReport(ctx, store, *month, *output, stdout, stderr)
 	}
 	if *hours < 0 {
-		return failf(stderr, "clients grant: set --hours to the credits allocated in all (0 or more)")
+		return cli.Failf(stderr, "clients grant: set --hours to the credits allocated in all (0 or more)")
 	}
 	g := ledger.Grant{ClientID: *clientID, AllocatedHours: *hours, Source: "cli", OrderReference: *order}
 	if *lowCredit >= 0 {
@@ -76,20 +77,20 @@ func clients(args []string, stdout, stderr io.Writer) int {
 	if *validUntil != "" {
 		t, err := time.Parse(time.RFC3339, *validUntil)
 		if err != nil {
-			return failf(stderr, "clients grant: --valid-until %q is not RFC 3339, e.g. 2027-06-30T23:59:59Z", *validUntil)
+			return cli.Failf(stderr, "clients grant: --valid-until %q is not RFC 3339, e.g. 2027-06-30T23:59:59Z", *validUntil)
 		}
 		g.ValidUntil = &t
 	}
 	if err := g.Validate(); err != nil {
-		return failf(stderr, "clients grant: %v", err)
+		return cli.Failf(stderr, "clients grant: %v", err)
 	}
 	if *grace < 0 || *grace > 720*time.Hour {
-		return failf(stderr, "clients grant: --rotation-grace %s: use a duration from 0s to 720h", *grace)
+		return cli.Failf(stderr, "clients grant: --rotation-grace %s: use a duration from 0s to 720h", *grace)
 	}
 	now := time.Now()
 	created, err := store.UpsertClient(ctx, g, now)
 	if err != nil {
-		return failf(stderr, "clients grant: %v", err)
+		return cli.Failf(stderr, "clients grant: %v", err)
 	}
 	if !created && !*rotate {
 		fmt.Fprintf(stderr, "client %s: %d hours allocated; its API key is unchanged (--rotate-key issues a new one)\n", g.ClientID, g.AllocatedHours)
@@ -97,12 +98,12 @@ func clients(args []string, stdout, stderr io.Writer) int {
 	}
 	key, err := credential.NewAPIKey(rand.Reader)
 	if err != nil {
-		return failf(stderr, "clients grant: %v", err)
+		return cli.Failf(stderr, "clients grant: %v", err)
 	}
 	hash, _ := credential.HashAPIKey(key)
 	revoked, err := store.SetKey(ctx, g.ClientID, hash, now, *grace)
 	if err != nil {
-		return failf(stderr, "clients grant: %v", err)
+		return cli.Failf(stderr, "clients grant: %v", err)
 	}
 	for _, k := range revoked {
 		if k.UsableUntil.IsZero() {
@@ -119,14 +120,14 @@ func clients(args []string, stdout, stderr io.Writer) int {
 func showClient(ctx context.Context, store *ledger.Store, clientID string, stdout, stderr io.Writer) int {
 	c, err := store.Client(ctx, clientID)
 	if errors.Is(err, ledger.ErrNotFound) {
-		return failf(stderr, "clients show: no client %q", clientID)
+		return cli.Failf(stderr, "clients show: no client %q", clientID)
 	}
 	if err != nil {
-		return failf(stderr, "clients show: %v", err)
+		return cli.Failf(stderr, "clients show: %v", err)
 	}
 	u, err := store.Usage(ctx, clientID, time.Now())
 	if err != nil {
-		return failf(stderr, "clients show: %v", err)
+		return cli.Failf(stderr, "clients show: %v", err)
 	}
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")

@@ -1,9 +1,11 @@
-package main
+package admin
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -21,13 +23,13 @@ func TestClients(t *testing.T) {
 	t.Setenv("DATABASE_URL", pgtest.NewDatabase(t))
 	evalmeter := func(args ...string) (int, string, string) {
 		var stdout, stderr bytes.Buffer
-		status := run(args, nil, &stdout, &stderr)
+		status := clients(args[1:], &stdout, &stderr)
 		return status, stdout.String(), stderr.String()
 	}
 	keyLine := regexp.MustCompile(`^evk_[A-Za-z0-9_-]{43}\n$`)
 
-	if status, _, stderr := evalmeter("migrate"); status != 0 {
-		t.Fatalf("migrate: %d %s", status, stderr)
+	if err := ledger.Migrate(context.Background(), os.Getenv("DATABASE_URL")); err != nil {
+		t.Fatalf("migrate: %v", err)
 	}
 	status, first, stderr := evalmeter("clients", "grant", "--client-id", "acme", "--hours", "10", "--valid-until", "2027-06-30T23:59:59Z")
 	if status != 0 || !keyLine.MatchString(first) || !strings.Contains(stderr, "shown only this once") {
@@ -83,11 +85,11 @@ func TestClientsAudit(t *testing.T) {
 	t.Setenv("DATABASE_URL", url)
 	evalmeter := func(args ...string) (int, string, string) {
 		var stdout, stderr bytes.Buffer
-		status := run(args, nil, &stdout, &stderr)
+		status := clients(args[1:], &stdout, &stderr)
 		return status, stdout.String(), stderr.String()
 	}
-	if status, _, stderr := evalmeter("migrate"); status != 0 {
-		t.Fatalf("migrate: %d %s", status, stderr)
+	if err := ledger.Migrate(context.Background(), os.Getenv("DATABASE_URL")); err != nil {
+		t.Fatalf("migrate: %v", err)
 	}
 	for _, grant := range [][]string{
 		{"--hours", "10", "--order-reference", "PO-1"},

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"crypto/ed25519"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/evalmeter/evalmeter/internal/pgtest"
 	"github.com/evalmeter/evalmeter/receipt"
+	"github.com/evalmeter/evalmeter/server"
 )
 
 // writeKey writes a new PEM PKCS#8 Ed25519 key, as openssl genpkey does.
@@ -34,17 +35,6 @@ func writeKey(t *testing.T, dir, name string) string {
 	return p
 }
 
-// withReceipts configures the API's receipt keys as --receipt-key-file and
-// --receipt-retired-keys-file would.
-func withReceipts(t *testing.T, keys receiptKeyFlags) func(*apiConfig) {
-	return func(c *apiConfig) {
-		var err error
-		if c.receipts, c.receiptKeys, err = keys.load(); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 // TestReceiptFlow: submit --receipt writes a receipt that verify accepts,
 // online and offline, tied to its request; every change is caught and named.
 func TestReceiptFlow(t *testing.T) {
@@ -52,7 +42,7 @@ func TestReceiptFlow(t *testing.T) {
 	dir := t.TempDir()
 	keyFile := writeKey(t, dir, "receipt.pem")
 	db := pgtest.NewDatabase(t)
-	a := startAPI(t, db, strings.Repeat("s", 32), withReceipts(t, receiptKeyFlags{keyFile: keyFile}))
+	a := startAPI(t, db, strings.Repeat("s", 32), withReceipts(t, keyFile, ""))
 	a.grant(t, 10)
 	cache := filepath.Join(dir, "sessions")
 	request := writeRequest(t, "run-1", "pass", "fail", "pass")
@@ -77,13 +67,14 @@ func TestReceiptFlow(t *testing.T) {
 		t.Fatalf("verify: %d\n%s\n%s", status, stdout, stderr)
 	}
 
-	// Offline, with the key set evalmeter receipt-keys prints.
-	status, keysJSON, stderr := evalmeter(t, "receipt-keys", "--receipt-key-file", keyFile)
-	keys := filepath.Join(dir, "keys.json")
-	os.WriteFile(keys, []byte(keysJSON), 0o600)
-	if status != 0 {
-		t.Fatalf("receipt-keys: %d %s", status, stderr)
+	// Offline, with the service's key set as a JWK Set (what evalmeter
+	// receipt-keys prints: cmd/evalmeter's TestReceiptKeys).
+	keysJSON, err := json.Marshal(publicKeySet(t, keyFile))
+	if err != nil {
+		t.Fatal(err)
 	}
+	keys := filepath.Join(dir, "keys.json")
+	os.WriteFile(keys, keysJSON, 0o600)
 	if status, stdout, stderr := evalmeter(t, "verify", "--keys", keys, first); status != 0 || !strings.Contains(stdout, "(from "+keys+")") {
 		t.Errorf("verify --keys: %d\n%s\n%s", status, stdout, stderr)
 	}
@@ -146,16 +137,13 @@ func TestReceiptFlow(t *testing.T) {
 	// the old receipt still verifies; a key outside the set does not.
 	a.stop()
 	newKey := writeKey(t, dir, "receipt-2.pem")
-	b2 := startAPI(t, db, strings.Repeat("s", 32), withReceipts(t, receiptKeyFlags{keyFile: newKey, retiredFile: keyFile}))
+	b2 := startAPI(t, db, strings.Repeat("s", 32), withReceipts(t, newKey, keyFile))
 	if status, stdout, stderr := evalmeter(t, "verify", "--keys-url", b2.url+"/.well-known/evalmeter/receipt-keys.json", first); status != 0 {
 		t.Errorf("verify after the rotation: %d\n%s\n%s", status, stdout, stderr)
 	}
-	status, onlyNew, stderr := evalmeter(t, "receipt-keys", "--receipt-key-file", newKey)
-	if status != 0 {
-		t.Fatalf("receipt-keys: %d %s", status, stderr)
-	}
+	onlyNew, _ := json.Marshal(publicKeySet(t, newKey))
 	newKeys := filepath.Join(dir, "new-keys.json")
-	os.WriteFile(newKeys, []byte(onlyNew), 0o600)
+	os.WriteFile(newKeys, onlyNew, 0o600)
 	if status, _, stderr := evalmeter(t, "verify", "--keys", newKeys, first); status != 1 || !strings.Contains(stderr, "FAILED: key: key ") {
 		t.Errorf("a key not in the set: %d\n%s", status, stderr)
 	}
@@ -177,9 +165,6 @@ func TestReceiptsNotConfigured(t *testing.T) {
 	if status != 2 || !strings.Contains(stderr, "answered 404") {
 		t.Errorf("verify: %d\n%s", status, stderr)
 	}
-	if status, _, stderr := evalmeter(t, "receipt-keys"); status != 2 || !strings.Contains(stderr, "--receipt-key-file") {
-		t.Errorf("receipt-keys without a key: %d\n%s", status, stderr)
-	}
 }
 
 // TestReceiptWrongPublicURL: an API that signs under another URL than the
@@ -188,9 +173,8 @@ func TestReceiptsNotConfigured(t *testing.T) {
 func TestReceiptWrongPublicURL(t *testing.T) {
 	clearCI(t)
 	dir := t.TempDir()
-	keys := receiptKeyFlags{keyFile: writeKey(t, dir, "receipt.pem")}
-	a := startAPI(t, pgtest.NewDatabase(t), strings.Repeat("s", 32), withReceipts(t, keys), func(c *apiConfig) {
-		c.publicURL = "https://evalmeter.example.com"
+	a := startAPI(t, pgtest.NewDatabase(t), strings.Repeat("s", 32), withReceipts(t, writeKey(t, dir, "receipt.pem"), ""), func(c *server.Config) {
+		c.PublicURL = "https://evalmeter.example.com"
 	})
 	a.grant(t, 10)
 	r := filepath.Join(dir, "receipt.json")

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"encoding/json"
@@ -19,7 +19,7 @@ func compute(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: evalmeter compute [FILE]\n\nPrints the metrics of the request in FILE (standard input when absent),\nor its error envelope and exit status 1 when it would be refused.")
 	}
-	if status, ok := parseFlags(fs, args); !ok {
+	if status, ok := ParseFlags(fs, args); !ok {
 		return status
 	}
 	if fs.NArg() > 1 {

@@ -1,12 +1,9 @@
-package main
+package cli
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -21,88 +18,7 @@ import (
 
 	"github.com/evalmeter/evalmeter/internal/ledger"
 	"github.com/evalmeter/evalmeter/internal/pgtest"
-	"github.com/evalmeter/evalmeter/internal/proctest"
 )
-
-// testAPI is evalmeter api serving on loopback for a test, with a client
-// granted credits.
-type testAPI struct {
-	url, dbURL, key string
-	stop            func()
-}
-
-// startAPI runs evalmeter api on a free loopback port until the test ends.
-func startAPI(t *testing.T, dbURL, tokenSecret string, options ...func(*apiConfig)) *testAPI {
-	t.Helper()
-	addr := proctest.FreeAddr(t)
-	cfg := &apiConfig{
-		addr: addr, opsAddr: "127.0.0.1:0", databaseURL: dbURL, migrate: true,
-		tokenSecrets: [][]byte{[]byte(tokenSecret)}, dbTimeout: 2 * time.Second, grace: 5 * time.Second,
-	}
-	for _, o := range options {
-		o(cfg)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- runAPI(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
-	stop := sync.OnceFunc(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("api: %v", err)
-		}
-	})
-	t.Cleanup(stop)
-	base := "http://" + addr
-	deadline := time.Now().Add(time.Minute)
-	for {
-		resp, err := http.Get(base + "/api/svc/v1/schema")
-		if err == nil {
-			resp.Body.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the API did not come up: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return &testAPI{url: base, dbURL: dbURL, stop: stop}
-}
-
-// grant creates client acme with hours credits and sets its key in the
-// environment, as a customer's CI would.
-func (a *testAPI) grant(t *testing.T, hours int) {
-	t.Helper()
-	status, stdout, stderr := evalmeter(t, "clients", "grant", "--database-url", a.dbURL, "--client-id", "acme", "--hours", fmt.Sprint(hours))
-	if status != 0 {
-		t.Fatalf("grant: %d %s", status, stderr)
-	}
-	a.key = strings.TrimSpace(stdout)
-	t.Setenv(EnvAPIKey, a.key)
-}
-
-// consumed is the client's consumed credits, read from the ledger.
-func (a *testAPI) consumed(t *testing.T) int {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	store, err := ledger.Open(ctx, a.dbURL, ledger.Options{Timeout: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	u, err := store.Usage(ctx, "acme", time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return u.ConsumedHours
-}
-
-func evalmeter(t *testing.T, args ...string) (int, string, string) {
-	t.Helper()
-	var stdout, stderr bytes.Buffer
-	status := run(args, nil, &stdout, &stderr)
-	return status, stdout.String(), stderr.String()
-}
 
 // writeRequest writes a small metrics request with this run id.
 func writeRequest(t *testing.T, runID string, statuses ...string) string {
@@ -413,11 +329,8 @@ func TestSubmitSplit(t *testing.T) {
 // submit warn the customer.
 func TestUsageLowCredit(t *testing.T) {
 	a := startAPI(t, pgtest.NewDatabase(t), strings.Repeat("s", 32))
-	status, stdout, stderr := evalmeter(t, "clients", "grant", "--database-url", a.dbURL, "--client-id", "acme", "--hours", "3", "--low-credit-threshold", "2")
-	if status != 0 {
-		t.Fatalf("grant: %d %s", status, stderr)
-	}
-	t.Setenv(EnvAPIKey, strings.TrimSpace(stdout))
+	threshold := 2
+	a.grantWith(t, ledger.Grant{AllocatedHours: 3, LowCreditThreshold: &threshold})
 	if status, _, stderr := evalmeter(t, "usage", "--url", a.url); status != 0 || strings.Contains(stderr, "warning") {
 		t.Errorf("usage with 3 of 3 left: %d %q, want no warning", status, stderr)
 	}
@@ -425,7 +338,7 @@ func TestUsageLowCredit(t *testing.T) {
 	if status, _, stderr := evalmeter(t, "submit", "--url", a.url, "--cache-file", cache, writeRequest(t, "r1", "pass")); status != 0 {
 		t.Fatalf("submit: %d %s", status, stderr)
 	}
-	status, _, stderr = evalmeter(t, "usage", "--url", a.url)
+	status, _, stderr := evalmeter(t, "usage", "--url", a.url)
 	if want := "client acme has 2 evaluation-hour credits left, at or below its low-credit threshold of 2"; status != 0 || !strings.Contains(stderr, want) {
 		t.Errorf("usage with 2 of 3 left: %d %q, want %q", status, stderr, want)
 	}

@@ -1,4 +1,4 @@
-package main
+package admin
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/evalmeter/evalmeter/internal/cli"
 	"github.com/evalmeter/evalmeter/internal/ledger"
 )
 
@@ -18,12 +19,12 @@ import (
 func clientEvents(ctx context.Context, store *ledger.Store, clientID, since, output string, stdout, stderr io.Writer) int {
 	from, err := parseSince(since)
 	if err != nil {
-		return failf(stderr, "clients events: %v", err)
+		return cli.Failf(stderr, "clients events: %v", err)
 	}
 	if _, err := store.Client(ctx, clientID); errors.Is(err, ledger.ErrNotFound) {
-		return failf(stderr, "clients events: no client %q", clientID)
+		return cli.Failf(stderr, "clients events: no client %q", clientID)
 	} else if err != nil {
-		return failf(stderr, "clients events: %v", err)
+		return cli.Failf(stderr, "clients events: %v", err)
 	}
 	w := newTable(stdout, output, []string{"id", "at", "kind", "allocated_delta", "consumed_delta", "session_id", "source", "order_reference"})
 	err = store.Events(ctx, clientID, from, func(e ledger.Event) error {
@@ -34,7 +35,7 @@ func clientEvents(ctx context.Context, store *ledger.Store, clientID, since, out
 		err = w.close()
 	}
 	if err != nil {
-		return failf(stderr, "clients events: %v", err)
+		return cli.Failf(stderr, "clients events: %v", err)
 	}
 	return 0
 }
@@ -44,20 +45,20 @@ func clientEvents(ctx context.Context, store *ledger.Store, clientID, since, out
 func monthlyReport(ctx context.Context, store *ledger.Store, month, output string, stdout, stderr io.Writer) int {
 	m, err := time.Parse("2006-01", month)
 	if err != nil {
-		return failf(stderr, "clients report: --month %q: use YYYY-MM, e.g. 2026-11", month)
+		return cli.Failf(stderr, "clients report: --month %q: use YYYY-MM, e.g. 2026-11", month)
 	}
 	rows, err := store.MonthlyUsage(ctx, m)
 	if err != nil {
-		return failf(stderr, "clients report: %v", err)
+		return cli.Failf(stderr, "clients report: %v", err)
 	}
 	w := newTable(stdout, output, []string{"month", "client_id", "sessions", "allocated_delta"})
 	for _, u := range rows {
 		if err := w.row(u, u.Month, u.ClientID, strconv.Itoa(u.Sessions), strconv.Itoa(u.AllocatedDelta)); err != nil {
-			return failf(stderr, "clients report: %v", err)
+			return cli.Failf(stderr, "clients report: %v", err)
 		}
 	}
 	if err := w.close(); err != nil {
-		return failf(stderr, "clients report: %v", err)
+		return cli.Failf(stderr, "clients report: %v", err)
 	}
 	return 0
 }
