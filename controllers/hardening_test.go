@@ -16,6 +16,7 @@ import (
 	evalmeterv1alpha1 "github.com/evalmeter/evalmeter/api/v1alpha1"
 	"github.com/evalmeter/evalmeter/controllers"
 	"github.com/evalmeter/evalmeter/internal/credential"
+	"github.com/evalmeter/evalmeter/internal/envtesttest"
 	"github.com/evalmeter/evalmeter/internal/ledger"
 	"github.com/evalmeter/evalmeter/internal/poll"
 )
@@ -158,15 +159,7 @@ func mustHash(t *testing.T, key string) credential.KeyHash {
 // namespaces. It provisions there, reports a Conflict between two watched
 // namespaces, and leaves other namespaces alone.
 func TestWatchNamespaces(t *testing.T) {
-	env, err := newEnvtest()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer env.Stop()
+	cfg := envtesttest.New(t, crdDir).Config
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
