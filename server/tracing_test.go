@@ -238,7 +238,7 @@ func TestTracing(t *testing.T) {
 
 	// Without a TracerProvider, the log line has no trace fields.
 	plain := e.api()
-	e.logs.reset()
+	e.logs.Reset()
 	plain.do(request{method: "GET", path: "/api/svc/v1/schema", bearer: key, header: withID("untraced")})
 	if line := requestLogLines(t, e.logs.String())["untraced"]; line == nil || line["trace_id"] != "" || line["span_id"] != "" {
 		t.Errorf("untraced request log line %v, want one without trace_id and span_id", line)
