@@ -59,6 +59,17 @@ func checkPrivate(t *testing.T, format string, paths ...string) {
 	}
 }
 
+// tempFile writes data to a file named name in a new temporary directory of
+// the test's and returns its path.
+func tempFile(t testing.TB, name string, data []byte) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // byID indexes a request's cases by case_id.
 func byID(req Request) map[string]Case {
 	m := make(map[string]Case, len(req.Cases))
@@ -71,10 +82,7 @@ func byID(req Request) map[string]Case {
 // fuzzConvert is the body of every format's fuzz target: whatever the input,
 // no panic, and a request that converts is one the engine accepts.
 func fuzzConvert(t *testing.T, format, ext string, data []byte) {
-	path := filepath.Join(t.TempDir(), "results"+ext)
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := tempFile(t, "results"+ext, data)
 	res, err := Convert([]string{path}, Options{Format: format})
 	if err != nil {
 		var wrong *WrongFormatError

@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 func tau2Path(name string) string { return filepath.Join("testdata", "tau2", name) }
@@ -85,13 +84,7 @@ func TestTau2(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			res := convertOK(t, "tau2", tt.path)
-			if diff := cmp.Diff(tt.want, res.Request.Cases); diff != "" {
-				t.Errorf("cases (-want +got):\n%s", diff)
-			}
-			if diff := cmp.Diff(tt.warnings, res.Warnings, cmpopts.EquateEmpty()); diff != "" {
-				t.Errorf("warnings (-want +got):\n%s", diff)
-			}
+			res := checkConversion(t, "tau2", []string{tt.path}, Options{}, tt.want, tt.warnings)
 			if res.Request.CostCurrency == "" && slices.ContainsFunc(tt.want, func(c Case) bool { return c.Cost != nil }) {
 				t.Error("costs without a currency")
 			}
@@ -149,10 +142,7 @@ func TestTau2Edges(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "results.json")
-			if err := os.WriteFile(path, []byte(tt.doc), 0o600); err != nil {
-				t.Fatal(err)
-			}
+			path := tempFile(t, "results.json", []byte(tt.doc))
 			res := convertOK(t, "tau2", path)
 			if diff := cmp.Diff(tt.want, res.Request.Cases); diff != "" {
 				t.Errorf("cases (-want +got):\n%s", diff)
