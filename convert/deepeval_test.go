@@ -209,14 +209,5 @@ func deepEvalFixtures(t testing.TB) []string {
 }
 
 func FuzzDeepEval(f *testing.F) {
-	for _, p := range deepEvalFixtures(f) {
-		data, err := os.ReadFile(p)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(data)
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		fuzzConvert(t, "deepeval", ".json", data)
-	})
+	fuzzFiles(f, "deepeval", ".json", deepEvalFixtures(f))
 }

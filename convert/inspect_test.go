@@ -449,16 +449,7 @@ func TestInspectPrivate(t *testing.T) {
 }
 
 func FuzzInspect(f *testing.F) {
-	for _, p := range inspectFixtures(f) {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b)
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		fuzzConvert(t, "inspect", ".json", data)
-	})
+	fuzzFiles(f, "inspect", ".json", inspectFixtures(f))
 }
 
 func FuzzInspectEval(f *testing.F) {

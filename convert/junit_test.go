@@ -249,18 +249,9 @@ func TestJUnitPrivate(t *testing.T) {
 }
 
 func FuzzJUnit(f *testing.F) {
-	entries, err := os.ReadDir(junitPath(""))
+	paths, err := filepath.Glob(junitPath("*"))
 	if err != nil {
 		f.Fatal(err)
 	}
-	for _, e := range entries {
-		data, err := os.ReadFile(junitPath(e.Name()))
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(data)
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		fuzzConvert(t, "junit", ".xml", data)
-	})
+	fuzzFiles(f, "junit", ".xml", paths)
 }

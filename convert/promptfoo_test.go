@@ -405,14 +405,5 @@ func TestPromptfooPrivate(t *testing.T) {
 func FuzzPromptfoo(f *testing.F) {
 	paths, _ := filepath.Glob(promptfooPath("*.json"))
 	others, _ := filepath.Glob(promptfooPath(filepath.Join("other", "*")))
-	for _, p := range append(paths, others...) {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b)
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		fuzzConvert(t, "promptfoo", ".json", data)
-	})
+	fuzzFiles(f, "promptfoo", ".json", append(paths, others...))
 }

@@ -291,18 +291,5 @@ func TestSWEBenchPrivate(t *testing.T) {
 }
 
 func FuzzSWEBench(f *testing.F) {
-	err := filepath.WalkDir(swebenchPath(""), func(path string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() || filepath.Ext(path) != ".json" {
-			return err
-		}
-		data, err := os.ReadFile(path)
-		f.Add(data)
-		return err
-	})
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		fuzzConvert(t, "swebench", ".json", data)
-	})
+	fuzzFiles(f, "swebench", ".json", jsonFixtures(f, swebenchPath("")))
 }

@@ -262,37 +262,13 @@ func wantNamesPath(path string) func(*testing.T, error) {
 }
 
 func TestTau2Private(t *testing.T) {
-	for _, p := range tau2Fixtures(t) {
+	for _, p := range jsonFixtures(t, tau2Path("")) {
 		checkPrivate(t, "tau2", p)
 	}
 	checkPrivate(t, "tau2", tau2Path("dir_run"))
 	checkPrivate(t, "tau2", tau2Path("json_run"))
 }
 
-// tau2Fixtures lists every JSON file under testdata/tau2.
-func tau2Fixtures(t testing.TB) []string {
-	var paths []string
-	err := filepath.WalkDir(filepath.Join("testdata", "tau2"), func(path string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && strings.HasSuffix(path, ".json") {
-			paths = append(paths, path)
-		}
-		return err
-	})
-	if err != nil || len(paths) == 0 {
-		t.Fatalf("no tau2 fixtures: %v", err)
-	}
-	return paths
-}
-
 func FuzzTau2(f *testing.F) {
-	for _, p := range tau2Fixtures(f) {
-		data, err := os.ReadFile(p)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(data)
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		fuzzConvert(t, "tau2", ".json", data)
-	})
+	fuzzFiles(f, "tau2", ".json", jsonFixtures(f, tau2Path("")))
 }
