@@ -33,14 +33,7 @@ func TestKeyOfAnotherClient(t *testing.T) {
 		phase(t, ns, name, evalmeterv1alpha1.PhaseActive)
 	}
 	oneKey, _ := apiKey(ns, "one")
-	var secret corev1.Secret
-	if err := k8sClient.Get(ctx, objectKey(ns, "two-api-key"), &secret); err != nil {
-		t.Fatal(err)
-	}
-	secret.Data = map[string][]byte{controllers.APIKeySecretKey: []byte(oneKey)}
-	if err := k8sClient.Update(ctx, &secret); err != nil {
-		t.Fatal(err)
-	}
+	setAPIKey(t, ns, "two", oneKey)
 	waitReady(t, ns, "two", "InvalidAPIKey", "belongs to another client")
 	if c, err := store.ClientByKey(ctx, mustHash(t, oneKey), time.Now()); err != nil || c.ID != "acme-taken-one" {
 		t.Errorf("the key moved: %+v, %v", c, err)
