@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -27,6 +26,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/evalmeter/evalmeter/internal/charttest"
+	"github.com/evalmeter/evalmeter/internal/envtesttest"
 	"github.com/evalmeter/evalmeter/receipt"
 )
 
@@ -43,24 +43,14 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	if assets == "" {
-		out, err := exec.Command(filepath.Join("..", "hack", "envtest.sh")).Output()
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "hack/envtest.sh:", err)
-			return 1
-		}
-		assets = strings.TrimSpace(string(out))
-	}
-	env := &envtest.Environment{BinaryAssetsDirectory: assets}
-	cfg, err := env.Start()
+	env, err := envtesttest.Start()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "envtest:", err)
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer env.Stop()
 	testEnv = env
-	if k8s, err = client.New(cfg, client.Options{}); err != nil {
+	if k8s, err = client.New(env.Config, client.Options{}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

@@ -50,6 +50,21 @@ func apiKey(ns, name string) (string, error) {
 	return string(s.Data[controllers.APIKeySecretKey]), nil
 }
 
+// setAPIKey writes key into the API key Secret of the agreement ns/name, as
+// an operator rotating it would.
+func setAPIKey(t *testing.T, ns, name, key string) {
+	t.Helper()
+	ctx := context.Background()
+	var secret corev1.Secret
+	if err := k8sClient.Get(ctx, objectKey(ns, controllers.APIKeySecretName(name)), &secret); err != nil {
+		t.Fatal(err)
+	}
+	secret.Data = map[string][]byte{controllers.APIKeySecretKey: []byte(key)}
+	if err := k8sClient.Update(ctx, &secret); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // phase waits for an agreement's phase, with its status for the given generation.
 func phase(t *testing.T, ns, name string, want evalmeterv1alpha1.Phase) *evalmeterv1alpha1.ClientAgreement {
 	t.Helper()
@@ -176,15 +191,8 @@ func TestRotationGracePeriod(t *testing.T) {
 
 	newKey, _ := credential.NewAPIKey(rand.Reader)
 	newHash, _ := credential.HashAPIKey(newKey)
-	var secret corev1.Secret
-	if err := k8sClient.Get(ctx, objectKey(ns, "grace-api-key"), &secret); err != nil {
-		t.Fatal(err)
-	}
-	secret.Data = map[string][]byte{controllers.APIKeySecretKey: []byte(newKey)}
 	rotated := time.Now()
-	if err := k8sClient.Update(ctx, &secret); err != nil {
-		t.Fatal(err)
-	}
+	setAPIKey(t, ns, "grace", newKey)
 	var prev evalmeterv1alpha1.PreviousAPIKey
 	poll.Until(t, wait, "the rotation in the status", func() error {
 		ca := get(t, ns, "grace")
@@ -242,14 +250,7 @@ func TestRotationCutsGracePeriod(t *testing.T) {
 		t.Helper()
 		key, _ := credential.NewAPIKey(rand.Reader)
 		hash, _ := credential.HashAPIKey(key)
-		var secret corev1.Secret
-		if err := k8sClient.Get(ctx, objectKey(ns, "cut-api-key"), &secret); err != nil {
-			t.Fatal(err)
-		}
-		secret.Data = map[string][]byte{controllers.APIKeySecretKey: []byte(key)}
-		if err := k8sClient.Update(ctx, &secret); err != nil {
-			t.Fatal(err)
-		}
+		setAPIKey(t, ns, "cut", key)
 		poll.Until(t, wait, "the rotation in the status", func() error {
 			if fp := get(t, ns, "cut").Status.APIKeyFingerprint; fp != hash.Fingerprint() {
 				return fmt.Errorf("fingerprint %s", fp)
@@ -323,14 +324,7 @@ func TestRotation(t *testing.T) {
 
 	newKey, _ := credential.NewAPIKey(rand.Reader)
 	newHash, _ := credential.HashAPIKey(newKey)
-	var secret corev1.Secret
-	if err := k8sClient.Get(ctx, objectKey(ns, "rot-api-key"), &secret); err != nil {
-		t.Fatal(err)
-	}
-	secret.Data = map[string][]byte{controllers.APIKeySecretKey: []byte(newKey)}
-	if err := k8sClient.Update(ctx, &secret); err != nil {
-		t.Fatal(err)
-	}
+	setAPIKey(t, ns, "rot", newKey)
 	poll.Until(t, wait, "rotation", func() error {
 		if _, err := store.ClientByKey(ctx, newHash, time.Now()); err != nil {
 			return fmt.Errorf("new key: %v", err)
@@ -349,26 +343,14 @@ func TestRotation(t *testing.T) {
 	event(t, ns, "rot", "Rotated")
 
 	// Putting the revoked key back does not reinstate it.
-	if err := k8sClient.Get(ctx, objectKey(ns, "rot-api-key"), &secret); err != nil {
-		t.Fatal(err)
-	}
-	secret.Data = map[string][]byte{controllers.APIKeySecretKey: []byte(oldKey)}
-	if err := k8sClient.Update(ctx, &secret); err != nil {
-		t.Fatal(err)
-	}
+	setAPIKey(t, ns, "rot", oldKey)
 	waitReady(t, ns, "rot", "InvalidAPIKey", "revoked")
 	if old, now := usageStatus(t, oldKey), usageStatus(t, newKey); old != http.StatusUnauthorized || now != http.StatusOK {
 		t.Errorf("after the revoked key was put back: old key %d (want 401), new key %d (want 200)", old, now)
 	}
 
 	// A Secret that holds no valid key changes nothing in the ledger.
-	if err := k8sClient.Get(ctx, objectKey(ns, "rot-api-key"), &secret); err != nil {
-		t.Fatal(err)
-	}
-	secret.Data = map[string][]byte{controllers.APIKeySecretKey: []byte("not-a-key")}
-	if err := k8sClient.Update(ctx, &secret); err != nil {
-		t.Fatal(err)
-	}
+	setAPIKey(t, ns, "rot", "not-a-key")
 	waitReady(t, ns, "rot", "InvalidAPIKey", "not an evalmeter API key")
 	if _, err := store.ClientByKey(ctx, newHash, time.Now()); err != nil {
 		t.Errorf("the last valid key was revoked by an invalid Secret: %v", err)

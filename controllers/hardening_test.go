@@ -16,6 +16,7 @@ import (
 	evalmeterv1alpha1 "github.com/evalmeter/evalmeter/api/v1alpha1"
 	"github.com/evalmeter/evalmeter/controllers"
 	"github.com/evalmeter/evalmeter/internal/credential"
+	"github.com/evalmeter/evalmeter/internal/envtesttest"
 	"github.com/evalmeter/evalmeter/internal/ledger"
 	"github.com/evalmeter/evalmeter/internal/poll"
 )
@@ -32,14 +33,7 @@ func TestKeyOfAnotherClient(t *testing.T) {
 		phase(t, ns, name, evalmeterv1alpha1.PhaseActive)
 	}
 	oneKey, _ := apiKey(ns, "one")
-	var secret corev1.Secret
-	if err := k8sClient.Get(ctx, objectKey(ns, "two-api-key"), &secret); err != nil {
-		t.Fatal(err)
-	}
-	secret.Data = map[string][]byte{controllers.APIKeySecretKey: []byte(oneKey)}
-	if err := k8sClient.Update(ctx, &secret); err != nil {
-		t.Fatal(err)
-	}
+	setAPIKey(t, ns, "two", oneKey)
 	waitReady(t, ns, "two", "InvalidAPIKey", "belongs to another client")
 	if c, err := store.ClientByKey(ctx, mustHash(t, oneKey), time.Now()); err != nil || c.ID != "acme-taken-one" {
 		t.Errorf("the key moved: %+v, %v", c, err)
@@ -158,15 +152,7 @@ func mustHash(t *testing.T, key string) credential.KeyHash {
 // namespaces. It provisions there, reports a Conflict between two watched
 // namespaces, and leaves other namespaces alone.
 func TestWatchNamespaces(t *testing.T) {
-	env, err := newEnvtest()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer env.Stop()
+	cfg := envtesttest.New(t, crdDir).Config
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 

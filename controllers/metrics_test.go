@@ -8,14 +8,12 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	evalmeterv1alpha1 "github.com/evalmeter/evalmeter/api/v1alpha1"
-	"github.com/evalmeter/evalmeter/controllers"
 	"github.com/evalmeter/evalmeter/internal/credential"
 	"github.com/evalmeter/evalmeter/internal/ledger"
 	"github.com/evalmeter/evalmeter/internal/poll"
@@ -69,14 +67,7 @@ func TestAgreementMetrics(t *testing.T) {
 	})
 
 	before, _ := metricValue(t, map[string]string{"__name__": "evalmeter_reconcile_errors_total", "reason": "invalid_api_key"})
-	var secret corev1.Secret
-	if err := k8sClient.Get(ctx, objectKey(ns, "metered-api-key"), &secret); err != nil {
-		t.Fatal(err)
-	}
-	secret.Data = map[string][]byte{controllers.APIKeySecretKey: []byte("not-a-key")}
-	if err := k8sClient.Update(ctx, &secret); err != nil {
-		t.Fatal(err)
-	}
+	setAPIKey(t, ns, "metered", "not-a-key")
 	waitReady(t, ns, "metered", "InvalidAPIKey", "not an evalmeter API key")
 	if after, _ := metricValue(t, map[string]string{"__name__": "evalmeter_reconcile_errors_total", "reason": "invalid_api_key"}); after <= before {
 		t.Errorf("evalmeter_reconcile_errors_total{reason=invalid_api_key} %v, then %v: not counted", before, after)

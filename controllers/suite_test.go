@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -29,7 +28,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -37,6 +35,7 @@ import (
 	evalmeterv1alpha1 "github.com/evalmeter/evalmeter/api/v1alpha1"
 	"github.com/evalmeter/evalmeter/controllers"
 	"github.com/evalmeter/evalmeter/internal/credential"
+	"github.com/evalmeter/evalmeter/internal/envtesttest"
 	"github.com/evalmeter/evalmeter/internal/ledger"
 	"github.com/evalmeter/evalmeter/internal/pgtest"
 	"github.com/evalmeter/evalmeter/internal/poll"
@@ -66,17 +65,13 @@ func TestMain(m *testing.M) {
 func runSuite(m *testing.M) int {
 	// Errors only, without stack traces: the outage test makes many.
 	logf.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel), zap.StacktraceLevel(zapcore.PanicLevel)))
-	env, err := newEnvtest()
+	env, err := envtesttest.Start(crdDir)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "envtest binaries:", err)
-		return 1
-	}
-	cfg, err := env.Start()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting envtest:", err)
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer env.Stop()
+	cfg := env.Config
 	restConfig = cfg
 
 	dir, err := os.MkdirTemp("", "evalmeter-controllers-pg-")
@@ -176,30 +171,8 @@ func newManager(cfg *rest.Config, db *ledger.Store, namespaces []string) (ctrl.M
 	return mgr, err
 }
 
-// newEnvtest is a kube-apiserver and etcd with the CRD installed.
-func newEnvtest() (*envtest.Environment, error) {
-	assets, err := envtestAssets()
-	if err != nil {
-		return nil, err
-	}
-	return &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-		BinaryAssetsDirectory: assets,
-	}, nil
-}
-
-// envtestAssets is KUBEBUILDER_ASSETS, or the directory hack/envtest.sh
-// builds the binaries into.
-func envtestAssets() (string, error) {
-	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
-		return dir, nil
-	}
-	cmd := exec.Command(filepath.Join("..", "hack", "envtest.sh"))
-	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
-	return strings.TrimSpace(string(out)), err
-}
+// crdDir holds the CRD the suites' API servers are started with.
+var crdDir = filepath.Join("..", "config", "crd", "bases")
 
 // namespace creates a namespace of the test's own.
 func namespace(t *testing.T) string {

@@ -1,7 +1,5 @@
 package convert
 
-import "os"
-
 // DeepEval test runs (confident-ai/deepeval, deepeval/test_run/test_run.py
 // and api.py). Three files hold a TestRun: .deepeval/.latest_test_run.json as
 // {"testRunData": TestRun} (3.0.6 on; {"testRunLink": url} alone when the run
@@ -19,15 +17,11 @@ import "os"
 
 // readDeepEval reads one DeepEval file.
 func readDeepEval(path string, s *sink) error {
-	f, err := os.Open(path)
+	j, f, err := openJSONObject(path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	j := newJSONReader(f, path)
-	if j.kind() != '{' {
-		return errNotFormat
-	}
 	var hasRun, hasLink bool
 	err = j.object(func(name string) error {
 		switch name {

@@ -76,13 +76,7 @@ func TestDeepEval(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			res := convertOK(t, "deepeval", tt.path)
-			if diff := cmp.Diff(tt.want, res.Request.Cases); diff != "" {
-				t.Errorf("cases (-want +got):\n%s", diff)
-			}
-			if diff := cmp.Diff(tt.warnings, res.Warnings); diff != "" {
-				t.Errorf("warnings (-want +got):\n%s", diff)
-			}
+			res := checkConversion(t, "deepeval", []string{tt.path}, Options{}, tt.want, tt.warnings)
 			for _, c := range res.Request.Cases {
 				if c.InputTokens != nil || c.OutputTokens != nil {
 					t.Errorf("%s: tokens sent; DeepEval's are the judge's", c.ID)
@@ -122,10 +116,7 @@ func TestDeepEvalEdges(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "run.json")
-			if err := os.WriteFile(path, []byte(tt.doc), 0o600); err != nil {
-				t.Fatal(err)
-			}
+			path := tempFile(t, "run.json", []byte(tt.doc))
 			res := convertOK(t, "deepeval", path)
 			if diff := cmp.Diff(tt.want, res.Request.Cases); diff != "" {
 				t.Errorf("cases (-want +got):\n%s", diff)
@@ -218,14 +209,5 @@ func deepEvalFixtures(t testing.TB) []string {
 }
 
 func FuzzDeepEval(f *testing.F) {
-	for _, p := range deepEvalFixtures(f) {
-		data, err := os.ReadFile(p)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(data)
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		fuzzConvert(t, "deepeval", ".json", data)
-	})
+	fuzzFiles(f, "deepeval", ".json", deepEvalFixtures(f))
 }

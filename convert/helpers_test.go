@@ -59,6 +59,50 @@ func checkPrivate(t *testing.T, format string, paths ...string) {
 	}
 }
 
+// fuzzFiles is the body of a format's fuzz target: seeded with the files at
+// paths, it converts each input as format from a file whose name ends in ext.
+func fuzzFiles(f *testing.F, format, ext string, paths []string) {
+	f.Helper()
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		fuzzConvert(t, format, ext, data)
+	})
+}
+
+// jsonFixtures lists every JSON file under dir, at any depth; it fails t when
+// there is none.
+func jsonFixtures(t testing.TB, dir string) []string {
+	t.Helper()
+	var paths []string
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(path, ".json") {
+			paths = append(paths, path)
+		}
+		return err
+	})
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no fixtures under %s: %v", dir, err)
+	}
+	return paths
+}
+
+// tempFile writes data to a file named name in a new temporary directory of
+// the test's and returns its path.
+func tempFile(t testing.TB, name string, data []byte) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // byID indexes a request's cases by case_id.
 func byID(req Request) map[string]Case {
 	m := make(map[string]Case, len(req.Cases))
@@ -71,10 +115,7 @@ func byID(req Request) map[string]Case {
 // fuzzConvert is the body of every format's fuzz target: whatever the input,
 // no panic, and a request that converts is one the engine accepts.
 func fuzzConvert(t *testing.T, format, ext string, data []byte) {
-	path := filepath.Join(t.TempDir(), "results"+ext)
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := tempFile(t, "results"+ext, data)
 	res, err := Convert([]string{path}, Options{Format: format})
 	if err != nil {
 		var wrong *WrongFormatError

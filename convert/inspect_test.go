@@ -247,11 +247,7 @@ var (
 func inspectZip(t testing.TB, method uint16, members [][2]string) string {
 	t.Helper()
 	data := inspectZipBytes(t, method, members)
-	path := filepath.Join(t.TempDir(), "log.eval")
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return tempFile(t, "log.eval", data)
 }
 
 func inspectZipBytes(t testing.TB, method uint16, members [][2]string) []byte {
@@ -357,9 +353,9 @@ func TestInspectRefusals(t *testing.T) {
 	t.Run("wrong format", func(t *testing.T) {
 		for _, p := range []string{
 			filepath.Join(inspectDir, "not_inspect.json"),
-			inspectTemp(t, "x.json", []byte(`[1, 2]`)),
-			inspectTemp(t, "x.xml", []byte(`<testsuites/>`)),
-			inspectTemp(t, "x.eval", inspectZipBytesNamed(t, "readme.txt")),
+			tempFile(t, "x.json", []byte(`[1, 2]`)),
+			tempFile(t, "x.xml", []byte(`<testsuites/>`)),
+			tempFile(t, "x.eval", inspectZipBytesNamed(t, "readme.txt")),
 		} {
 			_, err := Convert([]string{p}, Options{Format: "inspect"})
 			var wrong *WrongFormatError
@@ -369,7 +365,7 @@ func TestInspectRefusals(t *testing.T) {
 		}
 	})
 	t.Run("no sample", func(t *testing.T) {
-		p := inspectTemp(t, "empty.json", []byte(`{"version": 2, "status": "success", "eval": {"run_id": "r", "task": "t", "model": "m"}, "samples": []}`))
+		p := tempFile(t, "empty.json", []byte(`{"version": 2, "status": "success", "eval": {"run_id": "r", "task": "t", "model": "m"}, "samples": []}`))
 		_, err := Convert([]string{p}, Options{Format: "inspect"})
 		var unusable *UnusableError
 		if !errors.As(err, &unusable) {
@@ -386,15 +382,6 @@ func inspectZipBytesNamed(t testing.TB, name string) []byte {
 	io.WriteString(w, "notes "+secretMarker)
 	zw.Close()
 	return buf.Bytes()
-}
-
-func inspectTemp(t testing.TB, name string, data []byte) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(p, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
 }
 
 // TestInspectMalformed checks that broken files give an error that names
@@ -431,7 +418,7 @@ func TestInspectMalformed(t *testing.T) {
 		{"corrupt-zstd.eval", zstdCorrupt},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			p := inspectTemp(t, tt.name, tt.data)
+			p := tempFile(t, tt.name, tt.data)
 			_, err := Convert([]string{p}, Options{Format: "inspect"})
 			if err == nil {
 				t.Fatal("no error")
@@ -462,16 +449,7 @@ func TestInspectPrivate(t *testing.T) {
 }
 
 func FuzzInspect(f *testing.F) {
-	for _, p := range inspectFixtures(f) {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b)
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		fuzzConvert(t, "inspect", ".json", data)
-	})
+	fuzzFiles(f, "inspect", ".json", inspectFixtures(f))
 }
 
 func FuzzInspectEval(f *testing.F) {

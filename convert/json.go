@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"math/bits"
+	"os"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -61,6 +62,28 @@ func newJSONReaderAhead(r io.Reader, name string) *jsonReader {
 	j := newJSONReader(a, name)
 	j.ahead = a
 	return j
+}
+
+// openJSON opens the file at path and a reader of it as JSON, the opening
+// of a converter that reads a file itself. The caller closes the file.
+func openJSON(path string) (*jsonReader, *os.File, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	return newJSONReader(f, path), f, nil
+}
+
+// openJSONObject opens path as openJSON does, for a format whose document is
+// one object: a file whose first value is not an object, or not JSON, is
+// errNotFormat (and closed).
+func openJSONObject(path string) (*jsonReader, *os.File, error) {
+	j, f, err := openJSON(path)
+	if err == nil && j.kind() != '{' {
+		f.Close()
+		return nil, nil, errNotFormat
+	}
+	return j, f, err
 }
 
 // close stops reading ahead, if the reader does, so that r may be closed.

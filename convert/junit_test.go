@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 func junitPath(name string) string { return filepath.Join("testdata", "junit", name) }
@@ -106,13 +105,7 @@ func TestJUnit(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			res := convertOK(t, "junit", tt.path)
-			if diff := cmp.Diff(tt.want, res.Request.Cases); diff != "" {
-				t.Errorf("cases (-want +got):\n%s", diff)
-			}
-			if diff := cmp.Diff(tt.warnings, res.Warnings, cmpopts.EquateEmpty()); diff != "" {
-				t.Errorf("warnings (-want +got):\n%s", diff)
-			}
+			res := checkConversion(t, "junit", []string{tt.path}, Options{}, tt.want, tt.warnings)
 			if !strings.HasPrefix(res.Request.RunID, "junit-") {
 				t.Errorf("run id %q, want one derived from the cases", res.Request.RunID)
 			}
@@ -256,18 +249,9 @@ func TestJUnitPrivate(t *testing.T) {
 }
 
 func FuzzJUnit(f *testing.F) {
-	entries, err := os.ReadDir(junitPath(""))
+	paths, err := filepath.Glob(junitPath("*"))
 	if err != nil {
 		f.Fatal(err)
 	}
-	for _, e := range entries {
-		data, err := os.ReadFile(junitPath(e.Name()))
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(data)
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		fuzzConvert(t, "junit", ".xml", data)
-	})
+	fuzzFiles(f, "junit", ".xml", paths)
 }

@@ -123,12 +123,11 @@ func lmevalAggregatesOnly(path string) error {
 }
 
 func readLmevalFile(path string, s *sink) error {
-	f, err := os.Open(path)
+	j, f, err := openJSON(path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	j := newJSONReader(f, path)
 	r := &lmevalFileReader{path: path, task: lmevalTask(path), filter: s.opts.Filter, s: s}
 	switch j.kind() {
 	case '{': // JSON lines, 0.4.3 on

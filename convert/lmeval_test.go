@@ -201,14 +201,5 @@ func FuzzLmeval(f *testing.F) {
 	for _, task := range []string{"hellaswag", "gsm8k", "wikitext", "squad", "drop", "boolq"} {
 		paths = append(paths, lmevalSamples(task))
 	}
-	for _, p := range paths {
-		data, err := os.ReadFile(p)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(data)
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		fuzzConvert(t, "lmeval", ".jsonl", data)
-	})
+	fuzzFiles(f, "lmeval", ".jsonl", paths)
 }

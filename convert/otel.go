@@ -2,7 +2,6 @@ package convert
 
 import (
 	"math"
-	"os"
 	"strconv"
 	"strings"
 )
@@ -89,7 +88,7 @@ type otelState struct {
 }
 
 func readOtel(path string, s *sink) error {
-	f, err := os.Open(path)
+	j, f, err := openJSON(path)
 	if err != nil {
 		return err
 	}
@@ -98,7 +97,6 @@ func readOtel(path string, s *sink) error {
 		s.otel = &otelState{traces: map[string]*otelTrace{}}
 		s.afterRead = append(s.afterRead, func() { s.otel.cases(s) })
 	}
-	j := newJSONReader(f, path)
 	docs := 0
 	for j.kind() == '{' {
 		found := false

@@ -156,14 +156,9 @@ func TestOtelPrivate(t *testing.T) {
 }
 
 func FuzzOtel(f *testing.F) {
+	var paths []string
 	for _, name := range []string{"genai-v1.38.jsonl", "genai-v1.26.json", "genai-snake.json", "openinference.jsonl"} {
-		data, err := os.ReadFile(otelPath(name))
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(data)
+		paths = append(paths, otelPath(name))
 	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		fuzzConvert(t, "otel", ".jsonl", data)
-	})
+	fuzzFiles(f, "otel", ".jsonl", paths)
 }

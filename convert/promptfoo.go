@@ -2,7 +2,6 @@ package convert
 
 import (
 	"math"
-	"os"
 	"strconv"
 	"strings"
 )
@@ -69,15 +68,11 @@ type promptfooResult struct {
 }
 
 func readPromptfoo(path string, s *sink) error {
-	f, err := os.Open(path)
+	j, f, err := openJSONObject(path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	j := newJSONReader(f, path)
-	if j.kind() != '{' {
-		return errNotFormat
-	}
 	// found: a results list was read; summary: a member that a promptfoo
 	// summary has beside its results (version, stats, table, timestamp).
 	var found, summary bool

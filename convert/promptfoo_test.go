@@ -6,9 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 func promptfooPath(name string) string { return filepath.Join("testdata", "promptfoo", name) }
@@ -144,13 +141,7 @@ func TestPromptfoo(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			res := convertOK(t, "promptfoo", tt.paths...)
-			if diff := cmp.Diff(tt.want, res.Request.Cases); diff != "" {
-				t.Errorf("cases (-want +got):\n%s", diff)
-			}
-			if diff := cmp.Diff(tt.warnings, res.Warnings, cmpopts.EquateEmpty()); diff != "" {
-				t.Errorf("warnings (-want +got):\n%s", diff)
-			}
+			res := checkConversion(t, "promptfoo", tt.paths, Options{}, tt.want, tt.warnings)
 			switch got := res.Request.RunID; {
 			case tt.runID == "derived" && !strings.HasPrefix(got, "promptfoo-"):
 				t.Errorf("run id %q, want one derived from the cases", got)
@@ -269,18 +260,9 @@ func TestPromptfooRules(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "out.json")
 			doc := `{"evalId": "eval-1", "results": {"version": 3, "results": [` + tt.result + `], "stats": {}}}`
-			if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			res := convertOK(t, "promptfoo", path)
-			if diff := cmp.Diff([]Case{tt.want}, res.Request.Cases); diff != "" {
-				t.Errorf("cases (-want +got):\n%s", diff)
-			}
-			if diff := cmp.Diff(tt.warnings, res.Warnings, cmpopts.EquateEmpty()); diff != "" {
-				t.Errorf("warnings (-want +got):\n%s", diff)
-			}
+			path := tempFile(t, "out.json", []byte(doc))
+			checkConversion(t, "promptfoo", []string{path}, Options{}, []Case{tt.want}, tt.warnings)
 		})
 	}
 }
@@ -394,11 +376,8 @@ func TestPromptfooMalformed(t *testing.T) {
 }
 
 func TestPromptfooEmpty(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "out.json")
 	doc := `{"evalId": "eval-1", "results": {"version": 3, "results": [], "stats": {}}, "config": {}}`
-	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := tempFile(t, "out.json", []byte(doc))
 	_, err := Convert([]string{path}, Options{Format: "promptfoo"})
 	var unusable *UnusableError
 	if !errors.As(err, &unusable) {
@@ -426,14 +405,5 @@ func TestPromptfooPrivate(t *testing.T) {
 func FuzzPromptfoo(f *testing.F) {
 	paths, _ := filepath.Glob(promptfooPath("*.json"))
 	others, _ := filepath.Glob(promptfooPath(filepath.Join("other", "*")))
-	for _, p := range append(paths, others...) {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b)
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		fuzzConvert(t, "promptfoo", ".json", data)
-	})
+	fuzzFiles(f, "promptfoo", ".json", append(paths, others...))
 }

@@ -6,9 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 func swebenchPath(name string) string { return filepath.Join("testdata", "swebench", name) }
@@ -147,13 +144,7 @@ func TestSWEBench(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			res := convertOK(t, "swebench", tt.paths...)
-			if diff := cmp.Diff(tt.want, res.Request.Cases); diff != "" {
-				t.Errorf("cases (-want +got):\n%s", diff)
-			}
-			if diff := cmp.Diff(tt.warnings, res.Warnings, cmpopts.EquateEmpty()); diff != "" {
-				t.Errorf("warnings (-want +got):\n%s", diff)
-			}
+			res := checkConversion(t, "swebench", tt.paths, Options{}, tt.want, tt.warnings)
 			if !strings.HasPrefix(res.Request.RunID, "swebench-") {
 				t.Errorf("run id %q, want one derived from the cases", res.Request.RunID)
 			}
@@ -208,11 +199,8 @@ func TestSWEBenchRefused(t *testing.T) {
 	})
 
 	t.Run("only incomplete instances", func(t *testing.T) {
-		path := filepath.Join(t.TempDir(), "m.run.json")
 		data := `{"completed_ids": [], "resolved_ids": [], "error_ids": [], "incomplete_ids": ["a__a-1"]}`
-		if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		path := tempFile(t, "m.run.json", []byte(data))
 		_, err := Convert([]string{path}, Options{Format: "swebench"})
 		var u *UnusableError
 		if !errors.As(err, &u) {
@@ -303,18 +291,5 @@ func TestSWEBenchPrivate(t *testing.T) {
 }
 
 func FuzzSWEBench(f *testing.F) {
-	err := filepath.WalkDir(swebenchPath(""), func(path string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() || filepath.Ext(path) != ".json" {
-			return err
-		}
-		data, err := os.ReadFile(path)
-		f.Add(data)
-		return err
-	})
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		fuzzConvert(t, "swebench", ".json", data)
-	})
+	fuzzFiles(f, "swebench", ".json", jsonFixtures(f, swebenchPath("")))
 }

@@ -91,15 +91,11 @@ func readTau2Dir(dir string, s *sink) ([]tau2Sim, error) {
 // readTau2File reads a Results document, or the results.json of the dir
 // layout and then the simulations/ beside it.
 func readTau2File(path string, s *sink) ([]tau2Sim, error) {
-	f, err := os.Open(path)
+	j, f, err := openJSONObject(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	j := newJSONReader(f, path)
-	if j.kind() != '{' {
-		return nil, errNotFormat
-	}
 	var sims []tau2Sim
 	var hasSims, hasIndex, hasRun bool
 	err = j.object(func(name string) error {
@@ -167,18 +163,17 @@ func readTau2SimFiles(dir string, s *sink) ([]tau2Sim, error) {
 }
 
 func readTau2SimFile(path string, s *sink) (tau2Sim, bool, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return tau2Sim{}, false, err
-	}
-	defer f.Close()
-	j := newJSONReader(f, path)
-	if j.kind() != '{' {
+	j, f, err := openJSONObject(path)
+	if err == errNotFormat {
 		return tau2Sim{}, false, &UnusableError{
 			Reason: path + " is not a tau2 simulation",
 			Hint:   "keep only the simulation files tau2 wrote in simulations/",
 		}
 	}
+	if err != nil {
+		return tau2Sim{}, false, err
+	}
+	defer f.Close()
 	sim, ok, err := readTau2Sim(j, s)
 	if err != nil {
 		return sim, ok, err

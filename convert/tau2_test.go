@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 func tau2Path(name string) string { return filepath.Join("testdata", "tau2", name) }
@@ -85,13 +84,7 @@ func TestTau2(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			res := convertOK(t, "tau2", tt.path)
-			if diff := cmp.Diff(tt.want, res.Request.Cases); diff != "" {
-				t.Errorf("cases (-want +got):\n%s", diff)
-			}
-			if diff := cmp.Diff(tt.warnings, res.Warnings, cmpopts.EquateEmpty()); diff != "" {
-				t.Errorf("warnings (-want +got):\n%s", diff)
-			}
+			res := checkConversion(t, "tau2", []string{tt.path}, Options{}, tt.want, tt.warnings)
 			if res.Request.CostCurrency == "" && slices.ContainsFunc(tt.want, func(c Case) bool { return c.Cost != nil }) {
 				t.Error("costs without a currency")
 			}
@@ -149,10 +142,7 @@ func TestTau2Edges(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "results.json")
-			if err := os.WriteFile(path, []byte(tt.doc), 0o600); err != nil {
-				t.Fatal(err)
-			}
+			path := tempFile(t, "results.json", []byte(tt.doc))
 			res := convertOK(t, "tau2", path)
 			if diff := cmp.Diff(tt.want, res.Request.Cases); diff != "" {
 				t.Errorf("cases (-want +got):\n%s", diff)
@@ -272,37 +262,13 @@ func wantNamesPath(path string) func(*testing.T, error) {
 }
 
 func TestTau2Private(t *testing.T) {
-	for _, p := range tau2Fixtures(t) {
+	for _, p := range jsonFixtures(t, tau2Path("")) {
 		checkPrivate(t, "tau2", p)
 	}
 	checkPrivate(t, "tau2", tau2Path("dir_run"))
 	checkPrivate(t, "tau2", tau2Path("json_run"))
 }
 
-// tau2Fixtures lists every JSON file under testdata/tau2.
-func tau2Fixtures(t testing.TB) []string {
-	var paths []string
-	err := filepath.WalkDir(filepath.Join("testdata", "tau2"), func(path string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && strings.HasSuffix(path, ".json") {
-			paths = append(paths, path)
-		}
-		return err
-	})
-	if err != nil || len(paths) == 0 {
-		t.Fatalf("no tau2 fixtures: %v", err)
-	}
-	return paths
-}
-
 func FuzzTau2(f *testing.F) {
-	for _, p := range tau2Fixtures(f) {
-		data, err := os.ReadFile(p)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(data)
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		fuzzConvert(t, "tau2", ".json", data)
-	})
+	fuzzFiles(f, "tau2", ".json", jsonFixtures(f, tau2Path("")))
 }

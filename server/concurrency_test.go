@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/evalmeter/evalmeter/internal/logtest"
 	"github.com/evalmeter/evalmeter/internal/pgtest"
 	"github.com/evalmeter/evalmeter/server"
 )
@@ -123,7 +124,7 @@ func TestDatabaseOutage(t *testing.T) {
 	s := a.mustOpenSession(key, idem("before"))
 
 	registry := prometheus.NewRegistry()
-	monitorLog := &syncBuffer{}
+	monitorLog := &logtest.Buffer{}
 	monitor, err := server.NewPostgresMonitor(e.store.Ping, time.Second, registry, slog.New(slog.NewJSONHandler(monitorLog, nil)))
 	if err != nil {
 		t.Fatal(err)

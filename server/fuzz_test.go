@@ -22,6 +22,7 @@ import (
 	evalapi "github.com/evalmeter/evalmeter/api"
 	"github.com/evalmeter/evalmeter/internal/credential"
 	"github.com/evalmeter/evalmeter/internal/ledger"
+	"github.com/evalmeter/evalmeter/internal/logtest"
 	"github.com/evalmeter/evalmeter/internal/openapitest"
 	"github.com/evalmeter/evalmeter/internal/pgtest"
 	"github.com/evalmeter/evalmeter/server"
@@ -104,7 +105,7 @@ func FuzzHandler(f *testing.F) {
 		if !ok {
 			return // net/http would refuse it before the handler
 		}
-		fx.logs.reset()
+		fx.logs.Reset()
 		rec := httptest.NewRecorder()
 		fx.handler.ServeHTTP(rec, req)
 		if err := fx.check(req, rec.Result()); err != nil {
@@ -119,7 +120,7 @@ func FuzzHandler(f *testing.F) {
 type fuzzFixture struct {
 	handler                http.Handler
 	key, expiredKey, token string
-	logs                   *syncBuffer
+	logs                   *logtest.Buffer
 	statuses               map[string]map[string][]int // path → method → the statuses the document allows
 	contract               *openapitest.Validator
 }
@@ -140,7 +141,7 @@ func newFuzzFixture(f *testing.F) *fuzzFixture {
 		f.Fatal(err)
 	}
 	now := newClock().Now // never advances: the session stays open
-	fx := &fuzzFixture{logs: &syncBuffer{}}
+	fx := &fuzzFixture{logs: &logtest.Buffer{}}
 	srv, err := server.New(server.Config{Ledger: store, Tokens: tokens, Now: now, Random: rand.Reader,
 		Logger: slog.New(slog.NewJSONHandler(fx.logs, nil))})
 	if err != nil {

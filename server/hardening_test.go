@@ -21,6 +21,7 @@ import (
 
 	"github.com/evalmeter/evalmeter/internal/credential"
 	"github.com/evalmeter/evalmeter/internal/ledger"
+	"github.com/evalmeter/evalmeter/internal/pgtest"
 	"github.com/evalmeter/evalmeter/internal/poll"
 	"github.com/evalmeter/evalmeter/server"
 )
@@ -174,7 +175,7 @@ func TestFailureClasses(t *testing.T) {
 		s := e.api().mustOpenSession(key, idem("s"))
 		// A schema the code does not expect: scanning expires_at fails in
 		// pgx, an error that is neither PostgreSQL's nor the network's.
-		if _, err := pgxExec(t, e.url, `ALTER TABLE sessions ALTER COLUMN expires_at TYPE text`); err != nil {
+		if _, err := pgtest.Exec(t, e.url, `ALTER TABLE sessions ALTER COLUMN expires_at TYPE text`); err != nil {
 			t.Fatal(err)
 		}
 		a := e.api() // a fresh pool: no statement prepared for the old schema
@@ -346,16 +347,4 @@ func lockWaiters(t *testing.T, url string) int {
 		t.Fatal(err)
 	}
 	return n
-}
-
-// pgxExec runs one statement on its own connection.
-func pgxExec(t *testing.T, url, sql string) (int64, error) {
-	t.Helper()
-	conn, err := pgx.Connect(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	tag, err := conn.Exec(context.Background(), sql)
-	return tag.RowsAffected(), err
 }

@@ -21,6 +21,7 @@ import (
 	evalapi "github.com/evalmeter/evalmeter/api"
 	"github.com/evalmeter/evalmeter/internal/credential"
 	"github.com/evalmeter/evalmeter/internal/ledger"
+	"github.com/evalmeter/evalmeter/internal/logtest"
 	"github.com/evalmeter/evalmeter/internal/openapitest"
 	"github.com/evalmeter/evalmeter/internal/pgtest"
 	"github.com/evalmeter/evalmeter/receipt"
@@ -55,7 +56,7 @@ type env struct {
 	url    string
 	store  *ledger.Store
 	clock  *clock
-	logs   *syncBuffer
+	logs   *logtest.Buffer
 	tokens *credential.TokenSigner // of the API instances started after it is set
 	// The receipt options of the API instances started after they are set.
 	receipts    *receipt.Signer
@@ -82,7 +83,7 @@ func newEnvAt(t *testing.T, url string) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, url: url, store: store, clock: newClock(), logs: &syncBuffer{}, tokens: tokens}
+	e := &env{t: t, url: url, store: store, clock: newClock(), logs: &logtest.Buffer{}, tokens: tokens}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("server log:\n%s", e.logs)
@@ -344,30 +345,6 @@ func (c *queryTracer) connections() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.conns)
-}
-
-// syncBuffer collects log output from concurrent handlers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func (b *syncBuffer) reset() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf.Reset()
 }
 
 // idem makes a valid Idempotency-Key from a short name.

@@ -26,6 +26,7 @@ import (
 
 	"github.com/evalmeter/evalmeter/internal/credential"
 	"github.com/evalmeter/evalmeter/internal/ledger"
+	"github.com/evalmeter/evalmeter/internal/tracing/tracingtest"
 	"github.com/evalmeter/evalmeter/server"
 )
 
@@ -229,7 +230,7 @@ func TestTracing(t *testing.T) {
 		t.Fatal("the ledger's key hash is not the SHA-256 of the key: the scan below misses it")
 	}
 	for _, s := range spans {
-		for _, text := range spanText(s) {
+		for _, text := range tracingtest.SpanText(s) {
 			for what, secret := range forbidden {
 				if strings.Contains(text, secret) {
 					t.Errorf("span %q records %s in %q", s.Name(), what, text)
@@ -240,7 +241,7 @@ func TestTracing(t *testing.T) {
 
 	// Without a TracerProvider, the log line has no trace fields.
 	plain := e.api()
-	e.logs.reset()
+	e.logs.Reset()
 	plain.do(request{method: "GET", path: "/api/svc/v1/schema", bearer: key, header: withID("untraced")})
 	if line := requestLogLines(t, e.logs.String())["untraced"]; line == nil || line["trace_id"] != "" || line["span_id"] != "" {
 		t.Errorf("untraced request log line %v, want one without trace_id and span_id", line)
@@ -343,25 +344,4 @@ func attr(kvs []attribute.KeyValue, key string) string {
 		}
 	}
 	return ""
-}
-
-// spanText is everything a span exports as text: its name, attributes,
-// events, links, status and resource.
-func spanText(s sdktrace.ReadOnlySpan) []string {
-	texts := []string{s.Name(), s.Status().Description}
-	add := func(kvs []attribute.KeyValue) {
-		for _, kv := range kvs {
-			texts = append(texts, string(kv.Key)+"="+kv.Value.Emit())
-		}
-	}
-	add(s.Attributes())
-	add(s.Resource().Attributes())
-	for _, e := range s.Events() {
-		texts = append(texts, e.Name)
-		add(e.Attributes)
-	}
-	for _, l := range s.Links() {
-		add(l.Attributes)
-	}
-	return texts
 }

@@ -26,6 +26,7 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/evalmeter/evalmeter/internal/logtest"
 	"github.com/evalmeter/evalmeter/internal/pgtest"
 	"github.com/evalmeter/evalmeter/internal/poll"
 	"github.com/evalmeter/evalmeter/internal/proctest"
@@ -69,7 +70,7 @@ func TestAPITracingFromEnvironment(t *testing.T) {
 				}
 			}
 			receiver.reset()
-			logs := &lockedBuffer{}
+			logs := &logtest.Buffer{}
 			runAPIOnce(t, slog.New(slog.NewJSONHandler(logs, nil)), tt.trust, func(addr string) {
 				req, _ := http.NewRequest("GET", "http://"+addr+"/api/svc/v1/usage", nil)
 				req.Header.Set("Authorization", "Bearer "+key)
@@ -289,22 +290,4 @@ func logLines(t *testing.T, logs string) []map[string]any {
 		lines = append(lines, line)
 	}
 	return lines
-}
-
-// lockedBuffer collects a log written from several goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -162,7 +162,7 @@ func TestSaveMetricsEndedSession(t *testing.T) {
 		}
 	}
 
-	if _, err := pgxExec(t, url, `UPDATE sessions SET ended_at = now() WHERE id = '`+keyless.ID+`'`); err != nil {
+	if _, err := pgtest.Exec(t, url, `UPDATE sessions SET ended_at = now() WHERE id = '`+keyless.ID+`'`); err != nil {
 		t.Fatal(err)
 	}
 	// The old key stays usable for a minute, then its sessions end, by the

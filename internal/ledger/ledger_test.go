@@ -75,10 +75,10 @@ func TestGrantRecordsAllocationEvents(t *testing.T) {
 	if want := []int{10, 5, -11}; !slices.Equal(deltas, want) {
 		t.Errorf("allocation deltas %v, want %v", deltas, want)
 	}
-	if _, err := pgxExec(t, url, `UPDATE credit_events SET allocated_delta = 0`); err == nil {
+	if _, err := pgtest.Exec(t, url, `UPDATE credit_events SET allocated_delta = 0`); err == nil {
 		t.Error("credit_events accepted an UPDATE; it must be append-only")
 	}
-	if _, err := pgxExec(t, url, `DELETE FROM credit_events`); err == nil {
+	if _, err := pgtest.Exec(t, url, `DELETE FROM credit_events`); err == nil {
 		t.Error("credit_events accepted a DELETE; it must be append-only")
 	}
 	for _, bad := range []ledger.Grant{
@@ -213,7 +213,7 @@ func TestUnavailable(t *testing.T) {
 	if _, err := s.Client(t.Context(), "nobody"); !errors.Is(err, ledger.ErrNotFound) || ledger.Unavailable(err) {
 		t.Errorf("a missing client: %v", err)
 	}
-	_, err = pgxExec(t, url, `SELECT 1/0`)
+	_, err = pgtest.Exec(t, url, `SELECT 1/0`)
 	if err == nil || ledger.Unavailable(err) {
 		t.Errorf("a division by zero is a bug, not unavailability: %v", err)
 	}
@@ -243,17 +243,6 @@ func query[T any](t *testing.T, url, sql string, args ...any) []T {
 		t.Fatal(err)
 	}
 	return out
-}
-
-func pgxExec(t *testing.T, url, sql string) (int64, error) {
-	t.Helper()
-	conn, err := pgx.Connect(t.Context(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(t.Context())
-	tag, err := conn.Exec(t.Context(), sql)
-	return tag.RowsAffected(), err
 }
 
 func must(t *testing.T, err error) {
@@ -298,7 +287,7 @@ func TestReplaysWaitForStandbys(t *testing.T) {
 		`ALTER SYSTEM SET synchronous_commit = on`, // the test clusters run with it off
 		`SELECT pg_reload_conf()`,
 	} {
-		_, err := pgxExec(t, url, sql)
+		_, err := pgtest.Exec(t, url, sql)
 		must(t, err)
 	}
 	t.Cleanup(func() { // before the database is dropped, which would wait too

@@ -33,7 +33,7 @@ func TestSaveMetricsBatched(t *testing.T) {
 		openSession(t, s, "acme", "sess_000000000000000000000002", now),
 		openSession(t, s, "acme", "sess_000000000000000000000003", now),
 	}
-	if _, err := pgxExec(t, url, `UPDATE sessions SET ended_at = now() WHERE id = '`+sessions[2].ID+`'`); err != nil {
+	if _, err := pgtest.Exec(t, url, `UPDATE sessions SET ended_at = now() WHERE id = '`+sessions[2].ID+`'`); err != nil {
 		t.Fatal(err)
 	}
 

@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/evalmeter/evalmeter/internal/ledger"
+	"github.com/evalmeter/evalmeter/internal/pgtest"
 )
 
 // TestPruneBacklog: a backlog of expired records far larger than one
@@ -22,13 +23,13 @@ func TestPruneBacklog(t *testing.T) {
 		t.Fatal(err)
 	}
 	const backlog = 400_000
-	_, err = pgxExec(t, url, `
+	_, err = pgtest.Exec(t, url, `
 		INSERT INTO metrics_requests (client_id, idempotency_key, request_sha256, metrics, created_at)
 		SELECT 'acme', 'expired-key-' || i, sha256(i::text::bytea), convert_to(repeat('{"metrics":1}', 20), 'UTF8'),
 		       '2026-11-19T09:00:00Z'::timestamptz + i * interval '1 ms'
 		FROM generate_series(1, 400000) AS i`)
 	must(t, err)
-	_, err = pgxExec(t, url, `
+	_, err = pgtest.Exec(t, url, `
 		INSERT INTO metrics_requests (client_id, idempotency_key, request_sha256, metrics, created_at)
 		SELECT 'acme', 'fresh-key-' || i, sha256(i::text::bytea), '{}', '2026-11-21T08:30:00Z'
 		FROM generate_series(1, 10) AS i`)
@@ -52,7 +53,7 @@ func TestPruneOneAtATime(t *testing.T) {
 	if _, err := s.UpsertClient(ctx, ledger.Grant{ClientID: "acme", AllocatedHours: 1, Source: "test"}, t0); err != nil {
 		t.Fatal(err)
 	}
-	_, err := pgxExec(t, url, `
+	_, err := pgtest.Exec(t, url, `
 		INSERT INTO metrics_requests (client_id, idempotency_key, request_sha256, metrics, created_at)
 		SELECT 'acme', 'expired-key-' || i, sha256(i::text::bytea), '{}', '2026-11-19T09:00:00Z'
 		FROM generate_series(1, 10) AS i`)
@@ -83,6 +84,6 @@ func TestPruneOneAtATime(t *testing.T) {
 }
 
 func vacuumAnalyze(t *testing.T, url string) error {
-	_, err := pgxExec(t, url, `VACUUM ANALYZE metrics_requests`)
+	_, err := pgtest.Exec(t, url, `VACUUM ANALYZE metrics_requests`)
 	return err
 }

@@ -48,6 +48,7 @@ import (
 	v3 "github.com/pb33f/libopenapi/datamodel/high/v3"
 
 	"github.com/evalmeter/evalmeter/api"
+	"github.com/evalmeter/evalmeter/internal/logtest"
 	"github.com/evalmeter/evalmeter/internal/metrics"
 )
 
@@ -65,7 +66,7 @@ type Validator struct {
 // error (libopenapi logs some of those instead of returning them, so they
 // are captured from its logger).
 func NewValidator() (*Validator, error) {
-	var logged lockedBuffer
+	var logged logtest.Buffer
 	cfg := datamodel.NewDocumentConfiguration()
 	cfg.Logger = slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelError}))
 	doc, err := libopenapi.NewDocumentWithConfiguration(api.OpenAPI, cfg)
@@ -93,30 +94,6 @@ func NewValidator() (*Validator, error) {
 		v:     validator.NewValidatorFromV3Model(&m.Model, config.WithFormatAssertions()),
 		model: &m.Model,
 	}, nil
-}
-
-// lockedBuffer collects what libopenapi logs while it builds the model.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) Len() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Len()
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // Error lists every violation of one request or response. Its message has

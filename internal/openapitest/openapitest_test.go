@@ -903,22 +903,9 @@ func TestMetricsRequestMatchesJSONSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var file struct {
-		Vectors []struct {
-			Name   string `json:"name"`
-			Body   string `json:"body"`
-			Expect struct {
-				Status int `json:"status"`
-			} `json:"expect"`
-		} `json:"vectors"`
-	}
-	if err := json.Unmarshal(readFile(t, "../metrics/testdata/metrics-vectors.json"), &file); err != nil {
-		t.Fatal(err)
-	}
-
 	ran := map[int]int{}
 	exceptions := map[string]bool{}
-	for _, vec := range file.Vectors {
+	for _, vec := range metricsVectors(t) {
 		if vec.Expect.Status == http.StatusBadRequest {
 			continue // not JSON: neither schema applies
 		}
@@ -961,21 +948,8 @@ func TestMetricsRequestMatchesJSONSchema(t *testing.T) {
 // 200 vector, null rates and currencies included, as a 200 response.
 func TestVectorMetricsAreValidResponses(t *testing.T) {
 	v := newValidator(t)
-	var file struct {
-		Vectors []struct {
-			Name   string `json:"name"`
-			Body   string `json:"body"`
-			Expect struct {
-				Status  int             `json:"status"`
-				Metrics json.RawMessage `json:"metrics"`
-			} `json:"expect"`
-		} `json:"vectors"`
-	}
-	if err := json.Unmarshal(readFile(t, "../metrics/testdata/metrics-vectors.json"), &file); err != nil {
-		t.Fatal(err)
-	}
 	n := 0
-	for _, vec := range file.Vectors {
+	for _, vec := range metricsVectors(t) {
 		if vec.Expect.Status != http.StatusOK {
 			continue
 		}
@@ -989,6 +963,30 @@ func TestVectorMetricsAreValidResponses(t *testing.T) {
 	if n < 50 {
 		t.Errorf("only %d vectors checked", n)
 	}
+}
+
+// A metricsVector is one case of the metrics engine's test vectors,
+// internal/metrics/testdata/metrics-vectors.json: a request body and the
+// status and metrics the service answers it with.
+type metricsVector struct {
+	Name   string `json:"name"`
+	Body   string `json:"body"`
+	Expect struct {
+		Status  int             `json:"status"`
+		Metrics json.RawMessage `json:"metrics"`
+	} `json:"expect"`
+}
+
+// metricsVectors reads the metrics engine's test vectors.
+func metricsVectors(t *testing.T) []metricsVector {
+	t.Helper()
+	var file struct {
+		Vectors []metricsVector `json:"vectors"`
+	}
+	if err := json.Unmarshal(readFile(t, "../metrics/testdata/metrics-vectors.json"), &file); err != nil {
+		t.Fatal(err)
+	}
+	return file.Vectors
 }
 
 // TestConcurrentUse runs requests and responses through one Validator from

@@ -304,6 +304,21 @@ func createDatabase(t testing.TB, adminURL string, drop func() bool) string {
 	return u.String()
 }
 
+// Exec runs one statement on a connection of its own to url, for a test to
+// change or inspect a database behind the code under test. It fails t when it
+// cannot connect, and returns the rows the statement affected and its error.
+func Exec(t testing.TB, url, sql string) (int64, error) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatalf("pgtest: connect: %v", err)
+	}
+	defer conn.Close(ctx)
+	tag, err := conn.Exec(ctx, sql)
+	return tag.RowsAffected(), err
+}
+
 // execAdmin runs one statement on its own connection to adminURL.
 func execAdmin(adminURL, sql string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), sqlTimeout)

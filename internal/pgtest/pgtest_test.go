@@ -78,6 +78,22 @@ func TestNewDatabase(t *testing.T) {
 	}
 }
 
+// TestExec: Exec returns the rows a statement affected, and the error of a
+// statement that fails.
+func TestExec(t *testing.T) {
+	u := NewDatabase(t)
+	if _, err := Exec(t, u, "CREATE TABLE t (n int)"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := Exec(t, u, "INSERT INTO t SELECT generate_series(1, 3)"); n != 3 || err != nil {
+		t.Errorf("INSERT of 3 rows: %d rows, %v", n, err)
+	}
+	var pgErr *pgconn.PgError
+	if _, err := Exec(t, u, "SELECT 1/0"); !errors.As(err, &pgErr) || pgErr.Code != "22012" {
+		t.Errorf("SELECT 1/0: %v, want division_by_zero", err)
+	}
+}
+
 func TestNewDatabaseDistinct(t *testing.T) {
 	t.Parallel()
 	a, b := NewDatabase(t), NewDatabase(t)

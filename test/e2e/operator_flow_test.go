@@ -15,8 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
-
+	"github.com/evalmeter/evalmeter/internal/envtesttest"
 	"github.com/evalmeter/evalmeter/internal/pgtest"
 	"github.com/evalmeter/evalmeter/internal/poll"
 	"github.com/evalmeter/evalmeter/internal/proctest"
@@ -31,16 +30,17 @@ const repo = "../.."
 // client takes its key from the Secret, opens a session, posts metrics and
 // reads its usage; the agreement's status shows the credit consumed.
 func TestOperatorFlow(t *testing.T) {
-	assets := envtestAssets(t)
+	// kube-apiserver and etcd, no CRDs.
+	env := envtesttest.New(t)
 	// hack/envtest.sh builds a kubectl of the API server's version beside it.
-	kubectl := filepath.Join(assets, "kubectl")
+	kubectl := filepath.Join(env.BinaryAssetsDirectory, "kubectl")
 	if _, err := os.Stat(kubectl); err != nil {
 		if kubectl, err = exec.LookPath("kubectl"); err != nil {
 			t.Fatal("no kubectl in KUBEBUILDER_ASSETS nor on PATH; run hack/envtest.sh")
 		}
 	}
 	bin := proctest.Build(t, repo)
-	kubeconfig := startAPIServer(t, assets)
+	kubeconfig := proctest.Kubeconfig(t, env, "operator")
 	databaseURL := pgtest.NewDatabase(t)
 
 	run := func(args ...string) string {
@@ -133,32 +133,6 @@ func TestOperatorFlow(t *testing.T) {
 	if status, body := call(t, "GET", api+"/usage", key, "", nil); status != http.StatusUnauthorized {
 		t.Errorf("usage after the agreement was deleted: %d %s", status, body)
 	}
-}
-
-// envtestAssets is KUBEBUILDER_ASSETS, or the directory hack/envtest.sh
-// builds kube-apiserver, etcd and kubectl into.
-func envtestAssets(t *testing.T) string {
-	t.Helper()
-	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
-		return dir
-	}
-	out, err := exec.Command(filepath.Join(repo, "hack", "envtest.sh")).Output()
-	if err != nil {
-		t.Fatalf("hack/envtest.sh: %v", err)
-	}
-	return strings.TrimSpace(string(out))
-}
-
-// startAPIServer starts kube-apiserver and etcd (envtest, no CRDs) and
-// returns the path of an administrator's kubeconfig.
-func startAPIServer(t *testing.T, assets string) string {
-	t.Helper()
-	env := &envtest.Environment{BinaryAssetsDirectory: assets}
-	if _, err := env.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { env.Stop() })
-	return proctest.Kubeconfig(t, env, "operator")
 }
 
 func call(t *testing.T, method, url, bearer, idemKey string, body []byte) (int, []byte) {

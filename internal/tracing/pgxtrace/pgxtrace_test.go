@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/evalmeter/evalmeter/internal/pgtest"
 	"github.com/evalmeter/evalmeter/internal/tracing/pgxtrace"
+	"github.com/evalmeter/evalmeter/internal/tracing/tracingtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -133,7 +133,7 @@ func TestNoArgumentInSpans(t *testing.T) {
 func checkNoSecret(t *testing.T, spans []sdktrace.ReadOnlySpan, secret string, hash []byte) {
 	t.Helper()
 	for _, s := range spans {
-		for _, text := range spanText(s) {
+		for _, text := range tracingtest.SpanText(s) {
 			for _, form := range secretForms(secret, hash) {
 				if strings.Contains(text, form) {
 					t.Errorf("span %q records the argument (as %q) in %q", s.Name(), form, text)
@@ -141,26 +141,6 @@ func checkNoSecret(t *testing.T, spans []sdktrace.ReadOnlySpan, secret string, h
 			}
 		}
 	}
-}
-
-// spanText is everything a span exports as text: its name, attributes,
-// events, links and status.
-func spanText(s sdktrace.ReadOnlySpan) []string {
-	texts := []string{s.Name(), s.Status().Description}
-	add := func(kvs []attribute.KeyValue) {
-		for _, kv := range kvs {
-			texts = append(texts, string(kv.Key)+"="+kv.Value.Emit())
-		}
-	}
-	add(s.Attributes())
-	for _, e := range s.Events() {
-		texts = append(texts, e.Name)
-		add(e.Attributes)
-	}
-	for _, l := range s.Links() {
-		add(l.Attributes)
-	}
-	return texts
 }
 
 // secretForms are the ways a span could spell the secret or its hash.
