@@ -29,7 +29,7 @@ const (
 	// HeaderLowCredit is set on a usage answer when the client's remaining
 	// hours are at or below the low-credit threshold its operator set, as
 	// an RFC 8941 dictionary: "remaining=1, threshold=2". The usage body is
-	// closed (docs/design.md#usage), so the warning travels in a header.
+	// closed (docs/design.md#35-usage), so the warning travels in a header.
 	HeaderLowCredit = "Evalmeter-Low-Credit"
 	// HeaderClient and HeaderSession name, on a signed metrics answer, the
 	// client and the session the receipt's signature covers.

@@ -1,9 +1,9 @@
 package api
 
 // The metrics result: the "metrics" member of MetricsEnvelope. The rules
-// that compute each figure are in docs/design.md#metrics-rules.
+// that compute each figure are in docs/design.md#37-metrics-result.
 
-// Metrics is the metrics result (docs/design.md#metrics-rules). A nil pointer is a rate with
+// Metrics is the metrics result (docs/design.md#37-metrics-result). A nil pointer is a rate with
 // no basis and marshals as null.
 type Metrics struct {
 	SchemaVersion      string             `json:"schema_version"`

@@ -1,5 +1,5 @@
 // Package convert turns the results file of an evaluation tool into an
-// evalmeter metrics request (specification §2.5, DESIGN.md §8).
+// evalmeter metrics request (docs/design.md#36-metrics-request, docs/design.md#12-converters).
 //
 // Only numbers, enums and identifiers leave a converter: a case's id, status,
 // latency, token counts, cost, tool check names and outcomes, and trace step
@@ -37,7 +37,7 @@ const (
 	Timeout Status = "timeout"
 )
 
-// Request is a metrics request (specification §2.5).
+// Request is a metrics request (docs/design.md#36-metrics-request).
 type Request struct {
 	RunID        string `json:"run_id"`
 	CostCurrency string `json:"cost_currency,omitempty"`

@@ -38,7 +38,7 @@ func looksInspect(sh *shape) bool {
 // score answers, explanations and history, plan, stats, reductions, the
 // journal's summaries) is skipped unread.
 //
-// Decisions of this converter where DESIGN §8.3 is silent:
+// Decisions of this converter where docs/design.md#122-status-rules-by-format is silent:
 //   - A score value NaN (Inspect's sentinel for "unscored", written as the
 //     bare constant NaN), null, {} or a dict of nothing but NaN and null is
 //     no score: no tool check, and the next scorer decides. A dict's NaN and

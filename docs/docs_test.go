@@ -3,6 +3,7 @@ package docs_test
 import (
 	"bufio"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -381,5 +382,48 @@ func TestCLIFlags(t *testing.T) {
 	if len(missing) > 0 {
 		sort.Strings(missing)
 		t.Errorf("%d evalmeter commands or flags the binary lacks:\n%s", len(missing), strings.Join(missing, "\n"))
+	}
+}
+
+var designRef = regexp.MustCompile(`docs/design\.md#([a-z0-9-]+)`)
+
+// TestCodeReferences: every reference to a section of docs/design.md in the code, its
+// tests and its migrations is a heading of the design document.
+func TestCodeReferences(t *testing.T) {
+	heads := map[string]bool{}
+	for _, h := range readDoc(t, "docs/design.md").heads {
+		heads[h] = true
+	}
+	refs := 0
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "bin" || d.Name() == "node_modules" || strings.HasPrefix(d.Name(), ".")) && path != root {
+			return filepath.SkipDir
+		}
+		if ext := filepath.Ext(path); d.IsDir() || ext != ".go" && ext != ".sql" {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for i, text := range strings.Split(string(b), "\n") {
+			for _, m := range designRef.FindAllStringSubmatch(text, -1) {
+				refs++
+				if !heads[m[1]] {
+					rel, _ := filepath.Rel(root, path)
+					t.Errorf("%s:%d: docs/design.md#%s is not a heading of docs/design.md", rel, i+1, m[1])
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if refs == 0 {
+		t.Error("no docs/design.md# reference found in the code: is root the repository?")
 	}
 }

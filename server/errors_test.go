@@ -11,8 +11,8 @@ import (
 	"time"
 )
 
-// TestRefusals covers every refusal of spec §7 and the order of checks of
-// DESIGN.md §3, with the error envelope and the headers each status needs.
+// TestRefusals covers every refusal of docs/design.md#6-error-codes-and-statuses
+// and the order of checks of docs/design.md#52-the-order-of-checks, with the error envelope and the headers each status needs.
 func TestRefusals(t *testing.T) {
 	e := newEnv(t)
 	a := e.api()

@@ -17,7 +17,7 @@ import (
 	"github.com/evalmeter/evalmeter/internal/metrics"
 )
 
-// Each handler checks in the order of DESIGN.md §3: credential (401),
+// Each handler checks in the order of docs/design.md#52-the-order-of-checks: credential (401),
 // agreement (403), query (400), Idempotency-Key (400), Content-Type (415),
 // size (413), JSON (400), schema (422), then credits (402) or the
 // idempotency conflict (409).
@@ -45,7 +45,7 @@ func (s *Server) getUsage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	// The usage body is closed (spec §2.4): the warning travels in a header.
+	// The usage body is closed (docs/design.md#35-usage): the warning travels in a header.
 	if u.LowCredit() {
 		w.Header().Set(api.HeaderLowCredit, fmt.Sprintf("remaining=%d, threshold=%d", u.RemainingHours, *u.LowCreditThreshold))
 	}
@@ -129,7 +129,7 @@ func (s *Server) postMetrics(w http.ResponseWriter, r *http.Request) error {
 	err = s.recordMetrics(w, r, sess)
 	var refusal *apiError
 	if cached && errors.As(err, &refusal) && refusal.status() != http.StatusUnauthorized {
-		// Checks run in order, 401 first (DESIGN.md §3): a session that
+		// Checks run in order, 401 first (docs/design.md#52-the-order-of-checks): a session that
 		// ended since it was cached must get its 401, not this refusal.
 		if _, err := s.liveSession(r, sess.ID); err != nil {
 			return err

@@ -1,4 +1,4 @@
-// Package server is evalmeter's HTTP API (spec §4): routing, middleware
+// Package server is evalmeter's HTTP API (api/openapi.yaml): routing, middleware
 // and four thin handlers over the metrics engine and the ledger.
 package server
 
@@ -26,7 +26,7 @@ import (
 	"github.com/evalmeter/evalmeter/receipt"
 )
 
-// AccessWindow is a session's length (spec §3).
+// AccessWindow is a session's length (docs/design.md#72-sessions-one-credit-60-minutes).
 const AccessWindow = 60 * time.Minute
 
 // MetricsRetention is how long a metrics result stays replayable.

@@ -57,7 +57,7 @@ func compute(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// refuse prints the error envelope (spec §2.1) and returns exit status 1.
+// refuse prints the error envelope (docs/design.md#32-error-envelope) and returns exit status 1.
 func refuse(enc *json.Encoder, e *api.Error) int {
 	if err := enc.Encode(struct {
 		Error *api.Error `json:"error"`

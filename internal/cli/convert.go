@@ -140,7 +140,7 @@ Exit status: 0 printed; 1 the results make no valid request (no case, more
 than 500, an unscored log); 2 a file is not FORMAT or cannot be read, or the
 command line is wrong.`
 
-// convertCmd is evalmeter convert (DESIGN.md §8.1).
+// convertCmd is evalmeter convert (docs/design.md#112-convert-and-submit).
 func convertCmd(args []string, stdout, stderr io.Writer) int {
 	fs := NewFlagSet("convert", convertUsage, stderr)
 	var rf requestFlags

@@ -80,7 +80,7 @@ func (cf *clientFlags) client(stderr io.Writer, cmd string) (*client.Client, str
 	return c, key, nil
 }
 
-// submitCmd is evalmeter submit (DESIGN.md §8.1).
+// submitCmd is evalmeter submit (docs/design.md#112-convert-and-submit).
 func submitCmd(args []string, stdout, stderr io.Writer) int {
 	fs := NewFlagSet("submit", submitUsage, stderr)
 	var rf requestFlags

@@ -1,5 +1,5 @@
 // Package credential makes and checks evalmeter's two bearer credentials
-// (DESIGN.md §4): client API keys, of which only a SHA-256 is ever stored,
+// (docs/design.md#71-credentials): client API keys, of which only a SHA-256 is ever stored,
 // and session tokens, which are derived from the session id with an HMAC
 // and never stored at all.
 package credential
@@ -57,7 +57,7 @@ func HashAPIKey(key string) (KeyHash, error) {
 // Fingerprint names a key in logs and status without revealing it.
 func (h KeyHash) Fingerprint() string { return "sha256:" + hex.EncodeToString(h[:8]) }
 
-// NewSessionID returns "sess_" and 24 lowercase hex characters (spec §2.3).
+// NewSessionID returns "sess_" and 24 lowercase hex characters (docs/design.md#34-session).
 func NewSessionID(random io.Reader) (string, error) {
 	b := make([]byte, sessionBytes)
 	if _, err := io.ReadFull(random, b); err != nil {

@@ -47,7 +47,7 @@ func (e *HeldError) Error() string {
 	return fmt.Sprintf("client %s is held by ClientAgreement %s (uid %s); change that agreement, or delete it first", e.ClientID, e.Holder.Name, e.Holder.UID)
 }
 
-// clientIDPattern is the ClientAgreement's clientID rule (DESIGN.md §6).
+// clientIDPattern is the ClientAgreement's clientID rule (docs/design.md#101-the-clientagreement).
 var clientIDPattern = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 
 // Validate checks a grant before it reaches the database.
@@ -82,7 +82,7 @@ func (c Client) Expired(now time.Time) bool {
 	return c.ValidUntil != nil && !now.Before(*c.ValidUntil)
 }
 
-// Usage is the figures of GET /api/svc/v1/usage (spec §2.4).
+// Usage is the figures of GET /api/svc/v1/usage (docs/design.md#35-usage).
 type Usage struct {
 	ClientID       string
 	AllocatedHours int

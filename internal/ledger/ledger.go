@@ -1,7 +1,7 @@
 // Package ledger keeps evalmeter's strongly consistent state in PostgreSQL:
 // clients and their credit allocations, API key hashes, sessions, the
 // append-only credit events and the idempotency records of metrics
-// requests (DESIGN.md §5).
+// requests (docs/design.md#9-the-ledger).
 package ledger
 
 import (

@@ -1,7 +1,7 @@
 // Package metrics is evalmeter's metrics engine. It reads a metrics request
-// strictly (spec §2.5, DESIGN.md §3), writes it in canonical form (RFC 8785),
-// hashes that and aggregates the metrics of spec §2.6 with the rules of
-// DESIGN.md §2.
+// strictly (docs/design.md#51-reading-the-body), writes it in canonical form (RFC 8785),
+// hashes that and aggregates the metrics of api.Metrics with the rules of
+// docs/design.md#4-metrics-rules.
 //
 // The engine is pure: no I/O, no clock, no global state. The same body always
 // gives the same metrics or the same error.
@@ -108,7 +108,7 @@ func (t *tally) add(c *observation) {
 	}
 }
 
-// api.Metrics aggregates the request (DESIGN.md §2).
+// api.Metrics aggregates the request (docs/design.md#4-metrics-rules).
 func (r *Request) Metrics() *api.Metrics {
 	t := &r.tally
 	n := len(t.latencies)
@@ -142,7 +142,7 @@ func (r *Request) Metrics() *api.Metrics {
 }
 
 // latencyPercentiles returns p50, p95 and max of latencies, which it
-// reorders, by nearest rank (DESIGN.md §2): the value at 1-based rank
+// reorders, by nearest rank (docs/design.md#4-metrics-rules): the value at 1-based rank
 // ceil(p·n/100), always an observed value.
 func latencyPercentiles(latencies []float64) api.LatencyMetrics {
 	n := len(latencies)

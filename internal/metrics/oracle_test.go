@@ -67,7 +67,7 @@ func (o *oracle) status(body []byte) (int, string) {
 }
 
 // asDoubles turns numbers into the doubles they denote (the data model of
-// RFC 8785 and DESIGN.md §2). A literal too large for a double becomes
+// RFC 8785 and docs/design.md#4-metrics-rules). A literal too large for a double becomes
 // ±MaxFloat64, outside every bound of the schema as the literal is: the
 // validator's own big.Rat reading panics on exponents past a million.
 func asDoubles(v any) any {

@@ -1,6 +1,6 @@
 package metrics
 
-// Limits of the metrics request (spec §8).
+// Limits of the metrics request (docs/design.md#38-limits).
 const (
 	MaxBodyBytes      = 262144
 	MaxCases          = 500
@@ -14,7 +14,7 @@ const (
 	MaxSteps          = 100000
 )
 
-// Request is a validated metrics request (spec §2.5), reduced to what its
+// Request is a validated metrics request (docs/design.md#36-metrics-request), reduced to what its
 // metrics need: the counts of its cases and the digest of its canonical form.
 // Its strings point into the body it was parsed from, which must not change
 // while it is in use.

@@ -15,7 +15,7 @@ import (
 )
 
 // vector is one case of testdata/metrics-vectors.json, computed by an
-// independent implementation of DESIGN.md §2–3.
+// independent implementation of docs/design.md#4-metrics-rules and #5-validation-and-the-order-of-checks.
 type vector struct {
 	Name   string `json:"name"`
 	Body   string `json:"body"`

@@ -9,7 +9,7 @@
 // Besides what libopenapi-validator checks (path and method, security, the
 // Idempotency-Key header, the content type and schema of bodies, the status
 // code, required response headers and their schemas), Request reports the
-// rules that the document states in prose only (spec §4, §8; DESIGN.md §4):
+// rules that the document states in prose only (docs/design.md#52-the-order-of-checks):
 //   - a query string on an operation that declares no query parameter
 //     (every operation; 400 unexpected_query);
 //   - a non-empty body on an operation that declares no request body

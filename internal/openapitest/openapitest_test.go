@@ -126,7 +126,7 @@ func TestDocumentIsOpenAPI31(t *testing.T) {
 		"openSession": {"/api/svc/v1/sessions", "post", "apiKey", true, false, []string{"201", "400", "401", "402", "403", "503"}},
 		"postMetrics": {"/api/svc/v1/metrics", "post", "sessionToken", true, true, []string{"200", "400", "401", "409", "413", "415", "422", "503"}},
 		"getUsage":    {"/api/svc/v1/usage", "get", "apiKey", false, false, []string{"200", "400", "401", "403", "503"}},
-		// Beside spec §4's four, outside /api/svc/v1: the receipt keys, public.
+		// Beside the four operations, outside /api/svc/v1: the receipt keys, public.
 		"getReceiptKeys": {"/.well-known/evalmeter/receipt-keys.json", "get", "", false, false, []string{"200", "400", "404"}},
 	}
 	var pathsSeen []string
@@ -177,7 +177,7 @@ func TestDocumentIsOpenAPI31(t *testing.T) {
 		}
 	}
 	if len(seen) != len(want) || len(pathsSeen) != len(want) {
-		t.Errorf("paths %v, operations %v; want exactly the four of spec §4 and the receipt keys", pathsSeen, slices.Sorted(maps.Keys(seen)))
+		t.Errorf("paths %v, operations %v; want exactly the four operations and the receipt keys", pathsSeen, slices.Sorted(maps.Keys(seen)))
 	}
 }
 
@@ -1018,7 +1018,7 @@ func TestConcurrentUse(t *testing.T) {
 	wg.Wait()
 }
 
-// TestErrorCodes checks that error.code takes exactly the codes of DESIGN.md
+// TestErrorCodes checks that error.code takes exactly the codes of docs/design.md#6-error-codes-and-statuses
 // §4, each accepted in an error envelope.
 func TestErrorCodes(t *testing.T) {
 	v := newValidator(t)

@@ -2,7 +2,7 @@
 
 -- A client holds a credit allocation under a written order. consumed_hours
 -- only grows, by one per session opened, never past allocated_hours at the
--- time of opening (DESIGN.md §5).
+-- time of opening (docs/design.md#92-invariants).
 CREATE TABLE clients (
     client_id       text PRIMARY KEY,
     allocated_hours integer     NOT NULL CHECK (allocated_hours >= 0),
