@@ -92,11 +92,12 @@ func serve(t *testing.T, dir string) string {
 	return srv.URL
 }
 
-// service starts the release's evalmeter api on a new database and grants client acme
-// credits; it returns the API's URL and the client's key.
-func service(t *testing.T, rel *release) (url, key string) {
+// service starts evalmeter api, built from the tree, on a new database and grants
+// client acme credits; it returns the API's URL and the client's key. The release
+// holds the customer's binary (make dist: -tags customer), which has no api role.
+func service(t *testing.T) (url, key string) {
 	t.Helper()
-	bin := rel.bin
+	bin := proctest.Build(t, "..")
 	db := pgtest.NewDatabase(t)
 	addr, ops := proctest.FreeAddr(t), proctest.FreeAddr(t)
 	proctest.Start(t, bin, []string{"DATABASE_URL=" + db, "EVALMETER_TOKEN_SECRET=" + strings.Repeat("t", 32)},
@@ -325,7 +326,7 @@ func (j *githubJob) summaryText(t *testing.T) string {
 // TestGitHubAction: the default branch submits and keeps its result; a pull request
 // submits its own and compares, with the Markdown in the job summary.
 func testGitHubAction(t *testing.T, rel *release) {
-	url, key := service(t, rel)
+	url, key := service(t)
 	inputs := func(results, baseline string) map[string]string {
 		return map[string]string{"download-url": rel.url, "url": url, "api-key": key, "from": "junit",
 			"results": results, "baseline": baseline, "gates": "status.pass_rate>=0.5\nlatency_ms.p95<=5000"}
@@ -642,7 +643,7 @@ func (g *gitlab) runJob(t *testing.T, branch, sha string, failing func(int) bool
 // testGitLabTemplate: a merge request's pipeline compares its result with the default
 // branch's last one, fetched with the job token, or on GitLab Free with a project token.
 func testGitLabTemplate(t *testing.T, rel *release) {
-	url, key := service(t, rel)
+	url, key := service(t)
 	g := newGitLab(t)
 	inputs := map[string]string{"download-url": rel.url, "url": url, "results": "results.xml", "from": "junit"}
 	variables := map[string]string{"EVALMETER_API_KEY": key}
