@@ -47,11 +47,7 @@ func usage() string {
 		if i == server && server > 0 {
 			b.WriteString("\nFor customers:\n")
 		}
-		entry := "  evalmeter " + c.Help
-		if !strings.Contains(c.Help, "\n") && len(c.Help) < 17 {
-			entry = fmt.Sprintf("  evalmeter %-17s", c.Help)
-		}
-		b.WriteString(strings.TrimRight(entry, " ") + "\n")
+		b.WriteString("  evalmeter " + c.Help + "\n")
 	}
 	b.WriteString(usageTail)
 	return b.String()
