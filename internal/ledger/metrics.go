@@ -2,9 +2,68 @@ package ledger
 
 import (
 	"context"
+	"crypto/sha256"
+	"errors"
 	"sync"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
+
+// MetricsRecord is what a metrics request left behind for its retries.
+type MetricsRecord struct {
+	RequestSHA256 [sha256.Size]byte // digest of the canonical request
+	Metrics       []byte            // the metrics object as first answered
+}
+
+// SaveMetrics records rec under the session's client and idempotencyKey
+// unless a record is there already. It returns the record that holds (rec,
+// or the earlier one) and whether rec was stored. Two concurrent calls with
+// one key store exactly one record; the caller compares digests to tell a
+// replay (same request) from a conflict (409).
+//
+// The session must still be live: ErrSessionEnded when it has ended (its
+// key revoked), read by the statement that writes, so that a caller that
+// authenticated the session earlier (or from a cache) cannot miss a
+// revocation that committed since.
+func (s *Store) SaveMetrics(ctx context.Context, sess Session, idempotencyKey string, rec MetricsRecord, now time.Time) (MetricsRecord, bool, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	// The write waits for a concurrent one with the same key to commit, so
+	// the read of the holder then sees its row. Only pruning between the two
+	// can hide it: the key is free again, and the next attempt stores rec.
+	for attempt := 0; ; attempt++ {
+		w := &metricsWrite{ctx: ctx, sess: sess, key: idempotencyKey, rec: rec, now: now}
+		err := s.metrics.write(w)
+		switch {
+		case err != nil:
+			return MetricsRecord{}, false, err
+		case !w.live:
+			return MetricsRecord{}, false, ErrSessionEnded
+		case w.stored:
+			return rec, true, nil
+		}
+		var (
+			held   MetricsRecord
+			digest []byte
+		)
+		err = s.pool.QueryRow(ctx, `
+			SELECT request_sha256, metrics FROM metrics_requests
+			WHERE client_id = $1 AND idempotency_key = $2`,
+			sess.ClientID, idempotencyKey).Scan(&digest, &held.Metrics)
+		if errors.Is(err, pgx.ErrNoRows) && attempt < 2 {
+			continue
+		}
+		if err == nil {
+			err = s.awaitStandbys(ctx) // the record is another request's
+		}
+		if err != nil {
+			return MetricsRecord{}, false, err
+		}
+		copy(held.RequestSHA256[:], digest)
+		return held, false, nil
+	}
+}
 
 // metricsWriter writes the metrics records of concurrent requests together:
 // one statement, and so one commit, for the records that wait while an
