@@ -418,7 +418,7 @@ func TestConflict(t *testing.T) {
 		t.Fatal(err)
 	}
 	phase(t, first, "a", evalmeterv1alpha1.PhaseActive)
-	// No pause: the holder is whoever wrote PostgreSQL first, whatever the
+	// No pause: the owner is whoever wrote PostgreSQL first, whatever the
 	// creation timestamps (one-second resolution) or the names say.
 	if err := k8sClient.Create(ctx, agreement(second, "b", "acme-conflict", 9)); err != nil {
 		t.Fatal(err)
@@ -434,7 +434,7 @@ func TestConflict(t *testing.T) {
 		t.Errorf("the later agreement got a Secret: %v", err)
 	}
 
-	// When the holder goes, the other takes the clientID over.
+	// When the owner goes, the other takes the clientID over.
 	if err := k8sClient.Delete(ctx, get(t, first, "a")); err != nil {
 		t.Fatal(err)
 	}

@@ -235,7 +235,7 @@ func TestWatchNamespaces(t *testing.T) {
 	}
 	waitPhase("team-b", "copy", evalmeterv1alpha1.PhaseConflict)
 	if c, err := db.Client(ctx, "acme-team-a"); err != nil || c.AllocatedHours != 2 {
-		t.Errorf("the holder's allocation: %+v, %v; want 2", c, err)
+		t.Errorf("the owner's allocation: %+v, %v; want 2", c, err)
 	}
 	if got := phaseOf("elsewhere", "acme"); got != "" {
 		t.Errorf("an agreement outside the watched namespaces was reconciled: phase %q", got)

@@ -143,14 +143,14 @@ func TestMetricsRecords(t *testing.T) {
 	}
 	sess := openSession(t, s, "acme", "sess_000000000000000000000001", t0)
 	rec := ledger.MetricsRecord{RequestSHA256: sha256.Sum256([]byte("a")), Metrics: []byte(`{"a":1}`)}
-	held, stored, err := s.SaveMetrics(ctx, sess, "key-0000000000001", rec, t0)
-	if err != nil || !stored || string(held.Metrics) != `{"a":1}` {
-		t.Fatalf("first save: %v %v %s", err, stored, held.Metrics)
+	recorded, stored, err := s.SaveMetrics(ctx, sess, "key-0000000000001", rec, t0)
+	if err != nil || !stored || string(recorded.Metrics) != `{"a":1}` {
+		t.Fatalf("first save: %v %v %s", err, stored, recorded.Metrics)
 	}
 	other := ledger.MetricsRecord{RequestSHA256: sha256.Sum256([]byte("b")), Metrics: []byte(`{"b":2}`)}
-	held, stored, err = s.SaveMetrics(ctx, sess, "key-0000000000001", other, t0.Add(time.Hour))
-	if err != nil || stored || held.RequestSHA256 != rec.RequestSHA256 || string(held.Metrics) != `{"a":1}` {
-		t.Errorf("second save under the key: stored %v, held %s, %v; want the first record", stored, held.Metrics, err)
+	recorded, stored, err = s.SaveMetrics(ctx, sess, "key-0000000000001", other, t0.Add(time.Hour))
+	if err != nil || stored || recorded.RequestSHA256 != rec.RequestSHA256 || string(recorded.Metrics) != `{"a":1}` {
+		t.Errorf("second save under the key: stored %v, recorded %s, %v; want the first record", stored, recorded.Metrics, err)
 	}
 	// Records older than the cutoff go; newer ones stay.
 	if _, stored, _ := s.SaveMetrics(ctx, sess, "key-0000000000002", rec, t0.Add(23*time.Hour)); !stored {

@@ -17,10 +17,10 @@ type MetricsRecord struct {
 }
 
 // SaveMetrics records rec under the session's client and idempotencyKey
-// unless a record is there already. It returns the record that holds (rec,
-// or the earlier one) and whether rec was stored. Two concurrent calls with
-// one key store exactly one record; the caller compares digests to tell a
-// replay (same request) from a conflict (409).
+// unless a record is there already. It returns the record under the key
+// (rec, or the earlier one) and whether rec was stored. Two concurrent
+// calls with one key store exactly one record; the caller compares digests
+// to tell a replay (same request) from a conflict (409).
 //
 // The session must still be live: ErrSessionEnded when it has ended (its
 // key revoked), read by the statement that writes, so that a caller that
@@ -30,7 +30,7 @@ func (s *Store) SaveMetrics(ctx context.Context, sess Session, idempotencyKey st
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	// The write waits for a concurrent one with the same key to commit, so
-	// the read of the holder then sees its row. Only pruning between the two
+	// the read of the recorded one then sees its row. Only pruning between the two
 	// can hide it: the key is free again, and the next attempt stores rec.
 	for attempt := 0; ; attempt++ {
 		w := &metricsWrite{ctx: ctx, sess: sess, key: idempotencyKey, rec: rec, now: now}
@@ -44,13 +44,13 @@ func (s *Store) SaveMetrics(ctx context.Context, sess Session, idempotencyKey st
 			return rec, true, nil
 		}
 		var (
-			held   MetricsRecord
-			digest []byte
+			recorded MetricsRecord
+			digest   []byte
 		)
 		err = s.pool.QueryRow(ctx, `
 			SELECT request_sha256, metrics FROM metrics_requests
 			WHERE client_id = $1 AND idempotency_key = $2`,
-			sess.ClientID, idempotencyKey).Scan(&digest, &held.Metrics)
+			sess.ClientID, idempotencyKey).Scan(&digest, &recorded.Metrics)
 		if errors.Is(err, pgx.ErrNoRows) && attempt < 2 {
 			continue
 		}
@@ -60,8 +60,8 @@ func (s *Store) SaveMetrics(ctx context.Context, sess Session, idempotencyKey st
 		if err != nil {
 			return MetricsRecord{}, false, err
 		}
-		copy(held.RequestSHA256[:], digest)
-		return held, false, nil
+		copy(recorded.RequestSHA256[:], digest)
+		return recorded, false, nil
 	}
 }
 
@@ -156,7 +156,7 @@ func (m *metricsWriter) take() []*metricsWrite {
 		case w.ctx.Err() != nil:
 			w.err = w.ctx.Err()
 			close(w.done)
-		case len(batch) == maxMetricsBatch || holds(batch, w):
+		case len(batch) == maxMetricsBatch || hasClientKey(batch, w):
 			rest = append(rest, w)
 		default:
 			batch = append(batch, w)
@@ -167,7 +167,7 @@ func (m *metricsWriter) take() []*metricsWrite {
 	return batch
 }
 
-func holds(batch []*metricsWrite, w *metricsWrite) bool {
+func hasClientKey(batch []*metricsWrite, w *metricsWrite) bool {
 	for _, b := range batch {
 		if b.key == w.key && b.sess.ClientID == w.sess.ClientID {
 			return true
@@ -177,7 +177,7 @@ func holds(batch []*metricsWrite, w *metricsWrite) bool {
 }
 
 // writeMetrics stores each record of batch whose session is still live,
-// unless its client holds a record under its key already, in one
+// unless its client has a record under its key already, in one
 // statement, and sets each write's outcome.
 func (s *Store) writeMetrics(batch []*metricsWrite) {
 	if len(batch) == 0 {
@@ -201,7 +201,7 @@ func (s *Store) writeMetrics(batch []*metricsWrite) {
 		clients[i], keys[i], digests[i], metrics[i], times[i], sessions[i] =
 			w.sess.ClientID, w.key, w.rec.RequestSHA256[:], w.rec.Metrics, w.now, w.sess.ID
 	}
-	// DO NOTHING, then a read of the holder by the caller: a replay writes
+	// DO NOTHING, then a read of the recorded one by the caller: a replay writes
 	// no tuple (a no-op DO UPDATE would). Rows go in in key order: two
 	// statements inserting the same keys in another order each lock a key
 	// the other waits for, and PostgreSQL ends one as a deadlock.

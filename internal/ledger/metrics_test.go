@@ -55,15 +55,15 @@ func record(body string) ledger.MetricsRecord {
 }
 
 // TestSaveMetricsReplayWritesNothing: a replay or a conflict reads the record
-// that holds the key; it neither writes a new version of its row (xmin
+// under the key; it neither writes a new version of its row (xmin
 // stays) nor waits for a lock on it.
 func TestSaveMetricsReplayWritesNothing(t *testing.T) {
 	s, sess, url := idemStore(t, 2*time.Second)
 	ctx := t.Context()
 	first := record("a")
-	held, stored, err := s.SaveMetrics(ctx, sess, "key-0000000000001", first, time.Now())
-	if err != nil || !stored || string(held.Metrics) != string(first.Metrics) || held.RequestSHA256 != first.RequestSHA256 {
-		t.Fatalf("first save: %+v, %v, %v", held, stored, err)
+	recorded, stored, err := s.SaveMetrics(ctx, sess, "key-0000000000001", first, time.Now())
+	if err != nil || !stored || string(recorded.Metrics) != string(first.Metrics) || recorded.RequestSHA256 != first.RequestSHA256 {
+		t.Fatalf("first save: %+v, %v, %v", recorded, stored, err)
 	}
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
@@ -95,9 +95,9 @@ func TestSaveMetricsReplayWritesNothing(t *testing.T) {
 		{"replay", first},
 		{"conflict", record("b")},
 	} {
-		held, stored, err := s.SaveMetrics(ctx, sess, "key-0000000000001", tt.rec, time.Now())
-		if err != nil || stored || string(held.Metrics) != string(first.Metrics) || held.RequestSHA256 != first.RequestSHA256 {
-			t.Errorf("%s with the row locked: %s, stored %v, %v; want the first record, not stored", tt.name, held.Metrics, stored, err)
+		recorded, stored, err := s.SaveMetrics(ctx, sess, "key-0000000000001", tt.rec, time.Now())
+		if err != nil || stored || string(recorded.Metrics) != string(first.Metrics) || recorded.RequestSHA256 != first.RequestSHA256 {
+			t.Errorf("%s with the row locked: %s, stored %v, %v; want the first record, not stored", tt.name, recorded.Metrics, stored, err)
 		}
 	}
 	if err := tx.Rollback(ctx); err != nil {
@@ -115,11 +115,11 @@ func TestSaveMetricsConcurrently(t *testing.T) {
 	const n = 16
 	var wg sync.WaitGroup
 	stored := make([]bool, n)
-	held := make([]ledger.MetricsRecord, n)
+	recorded := make([]ledger.MetricsRecord, n)
 	for i := range n {
 		wg.Go(func() {
 			var err error
-			held[i], stored[i], err = s.SaveMetrics(t.Context(), sess, "key-concurrent-01", record(fmt.Sprint(i%2)), time.Now())
+			recorded[i], stored[i], err = s.SaveMetrics(t.Context(), sess, "key-concurrent-01", record(fmt.Sprint(i%2)), time.Now())
 			if err != nil {
 				t.Error(err)
 			}
@@ -131,8 +131,8 @@ func TestSaveMetricsConcurrently(t *testing.T) {
 		if stored[i] {
 			winners++
 		}
-		if held[i].RequestSHA256 != held[0].RequestSHA256 || string(held[i].Metrics) != string(held[0].Metrics) {
-			t.Errorf("call %d got record %s, call 0 %s", i, held[i].Metrics, held[0].Metrics)
+		if recorded[i].RequestSHA256 != recorded[0].RequestSHA256 || string(recorded[i].Metrics) != string(recorded[0].Metrics) {
+			t.Errorf("call %d got record %s, call 0 %s", i, recorded[i].Metrics, recorded[0].Metrics)
 		}
 	}
 	if winners != 1 {
@@ -188,8 +188,8 @@ func TestSaveMetricsEndedSession(t *testing.T) {
 		{"replay after the grace period", keyed, "key-" + keyed.ID, later},
 		{"new key after the grace period", keyed, "key-new-000000002", later},
 	} {
-		if held, stored, err := s.SaveMetrics(ctx, tt.sess, tt.key, record("a"), tt.at); !errors.Is(err, ledger.ErrSessionEnded) {
-			t.Errorf("%s: %s, stored %v, %v; want ErrSessionEnded", tt.name, held.Metrics, stored, err)
+		if recorded, stored, err := s.SaveMetrics(ctx, tt.sess, tt.key, record("a"), tt.at); !errors.Is(err, ledger.ErrSessionEnded) {
+			t.Errorf("%s: %s, stored %v, %v; want ErrSessionEnded", tt.name, recorded.Metrics, stored, err)
 		}
 	}
 	if n := query[int64](t, url, `SELECT count(*) FROM metrics_requests`); n[0] != 3 {
@@ -199,7 +199,7 @@ func TestSaveMetricsEndedSession(t *testing.T) {
 
 // TestSaveMetricsBatched: writes that wait while the writer's statements
 // run go together, at most one of a key in a statement, and each gets its
-// own outcome: stored, the holder's record, or ErrSessionEnded.
+// own outcome: stored, the record already under its key, or ErrSessionEnded.
 func TestSaveMetricsBatched(t *testing.T) {
 	ctx := t.Context()
 	var statements atomic.Int32
@@ -225,7 +225,7 @@ func TestSaveMetricsBatched(t *testing.T) {
 	for _, key := range []string{"held-key-00001", "held-key-00002"} {
 		wg.Go(func() {
 			if _, stored, err := s.SaveMetrics(ctx, sessions[0], key, record(key), now); err != nil || !stored {
-				t.Errorf("save %s after its holder rolled back: stored %v, %v", key, stored, err)
+				t.Errorf("save %s after the transaction that locked it rolled back: stored %v, %v", key, stored, err)
 			}
 		})
 	}
@@ -233,15 +233,15 @@ func TestSaveMetricsBatched(t *testing.T) {
 
 	const calls, keys = 45, 10
 	type outcome struct {
-		held   ledger.MetricsRecord
-		stored bool
-		err    error
+		recorded ledger.MetricsRecord
+		stored   bool
+		err      error
 	}
 	out := make([]outcome, calls)
 	for i := range calls {
 		wg.Go(func() {
 			o := &out[i]
-			o.held, o.stored, o.err = s.SaveMetrics(ctx, sessions[i%3], fmt.Sprintf("batch-key-%05d", i%keys), record(fmt.Sprint(i%keys)), now)
+			o.recorded, o.stored, o.err = s.SaveMetrics(ctx, sessions[i%3], fmt.Sprintf("batch-key-%05d", i%keys), record(fmt.Sprint(i%keys)), now)
 		})
 	}
 	poll.Until(t, 20*time.Second, "every write queued", func() error {
@@ -264,8 +264,8 @@ func TestSaveMetricsBatched(t *testing.T) {
 			}
 		case o.err != nil:
 			t.Errorf("write %d: %v", i, o.err)
-		case o.held.RequestSHA256 != record(fmt.Sprint(i%keys)).RequestSHA256:
-			t.Errorf("write %d got the record %s", i, o.held.Metrics)
+		case o.recorded.RequestSHA256 != record(fmt.Sprint(i%keys)).RequestSHA256:
+			t.Errorf("write %d got the record %s", i, o.recorded.Metrics)
 		case o.stored:
 			storedPerKey[i%keys]++
 		}

@@ -188,7 +188,7 @@ func (m *sessionOpener) next(client string) {
 		case o.ctx.Err() != nil:
 			o.err = o.ctx.Err()
 			close(o.done)
-		case len(batch) == maxOpenBatch || holdsKey(batch, o.key):
+		case len(batch) == maxOpenBatch || hasKey(batch, o.key):
 			rest = append(rest, o)
 		default:
 			batch = append(batch, o)
@@ -208,7 +208,7 @@ func (m *sessionOpener) next(client string) {
 	}()
 }
 
-func holdsKey(batch []*sessionOpen, key string) bool {
+func hasKey(batch []*sessionOpen, key string) bool {
 	for _, o := range batch {
 		if o.key == key {
 			return true
