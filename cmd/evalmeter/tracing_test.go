@@ -25,7 +25,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/evalmeter/evalmeter/internal/pgtest"
-	"github.com/evalmeter/evalmeter/internal/poll"
+	"github.com/evalmeter/evalmeter/internal/polltest"
 	"github.com/evalmeter/evalmeter/internal/proctest"
 )
 
@@ -172,7 +172,7 @@ func runAPIOnce(t *testing.T, log *slog.Logger, trustTraceContext bool, use func
 			t.Errorf("api: %v", err)
 		}
 	}()
-	poll.Until(t, 30*time.Second, "the API serving", func() error {
+	polltest.Until(t, 30*time.Second, "the API serving", func() error {
 		resp, err := http.Get("http://" + opsAddr + "/readyz")
 		if err != nil {
 			return err

@@ -16,7 +16,7 @@ import (
 	"github.com/evalmeter/evalmeter/internal/credential"
 	"github.com/evalmeter/evalmeter/internal/ledger"
 	"github.com/evalmeter/evalmeter/internal/pgtest"
-	"github.com/evalmeter/evalmeter/internal/poll"
+	"github.com/evalmeter/evalmeter/internal/polltest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -274,7 +274,7 @@ func mustSetKey(t *testing.T, s *ledger.Store, clientID string, hash credential.
 // waitForLocks waits until n statements like pattern wait for a lock.
 func waitForLocks(t *testing.T, url, pattern string, n int64) {
 	t.Helper()
-	poll.Until(t, 20*time.Second, fmt.Sprintf("%d statements like %s waiting for a lock", n, pattern), func() error {
+	polltest.Until(t, 20*time.Second, fmt.Sprintf("%d statements like %s waiting for a lock", n, pattern), func() error {
 		got := query[int64](t, url, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE $1`, pattern)[0]
 		if got != n {
 			return fmt.Errorf("%d wait", got)

@@ -16,7 +16,7 @@ import (
 	"github.com/evalmeter/evalmeter/internal/credential"
 	"github.com/evalmeter/evalmeter/internal/ledger"
 	"github.com/evalmeter/evalmeter/internal/pgtest"
-	"github.com/evalmeter/evalmeter/internal/poll"
+	"github.com/evalmeter/evalmeter/internal/polltest"
 )
 
 // idemStore is a migrated store with client acme and a session of acme's,
@@ -244,7 +244,7 @@ func TestSaveMetricsBatched(t *testing.T) {
 			o.recorded, o.stored, o.err = s.SaveMetrics(ctx, sessions[i%3], fmt.Sprintf("batch-key-%05d", i%keys), record(fmt.Sprint(i%keys)), now)
 		})
 	}
-	poll.Until(t, 20*time.Second, "every write queued", func() error {
+	polltest.Until(t, 20*time.Second, "every write queued", func() error {
 		if n := ledger.QueuedMetrics(s); n != calls {
 			return fmt.Errorf("%d queued", n)
 		}

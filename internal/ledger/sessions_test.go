@@ -14,7 +14,7 @@ import (
 
 	"github.com/evalmeter/evalmeter/internal/credential"
 	"github.com/evalmeter/evalmeter/internal/ledger"
-	"github.com/evalmeter/evalmeter/internal/poll"
+	"github.com/evalmeter/evalmeter/internal/polltest"
 )
 
 // TestOpenSessionRacingSameKey: a session opened under a key that another
@@ -59,7 +59,7 @@ func TestOpenSessionRacingSameKey(t *testing.T) {
 	}()
 	// The second call waits for the first: for its row of clients, then
 	// for its key in the unique index.
-	poll.Until(t, 10*time.Second, "the second call to wait for the first", func() error {
+	polltest.Until(t, 10*time.Second, "the second call to wait for the first", func() error {
 		if n := query[int64](t, url, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'`); n[0] == 0 {
 			return errors.New("no statement waits for a lock")
 		}
@@ -138,7 +138,7 @@ func TestOpenSessionBatched(t *testing.T) {
 		})
 	}
 	queued := func(n int) {
-		poll.Until(t, 20*time.Second, fmt.Sprintf("%d opens queued", n), func() error {
+		polltest.Until(t, 20*time.Second, fmt.Sprintf("%d opens queued", n), func() error {
 			if got := ledger.QueuedOpens(s, "acme"); got != n {
 				return fmt.Errorf("%d queued", got)
 			}
@@ -268,7 +268,7 @@ func TestOpenSessionBatchLeavesMetricsFree(t *testing.T) {
 	waitForLocks(t, url, "%clients%", 1)
 	open(2, key)
 	open(3, key)
-	poll.Until(t, 20*time.Second, "two opens queued", func() error {
+	polltest.Until(t, 20*time.Second, "two opens queued", func() error {
 		if n := ledger.QueuedOpens(s, "acme"); n != 2 {
 			return fmt.Errorf("%d queued", n)
 		}

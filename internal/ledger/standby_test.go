@@ -12,7 +12,7 @@ import (
 	"github.com/evalmeter/evalmeter/internal/credential"
 	"github.com/evalmeter/evalmeter/internal/ledger"
 	"github.com/evalmeter/evalmeter/internal/pgtest"
-	"github.com/evalmeter/evalmeter/internal/poll"
+	"github.com/evalmeter/evalmeter/internal/polltest"
 )
 
 // TestReplaysWaitForStandbys: with synchronous replication, a replay answers
@@ -61,7 +61,7 @@ func TestReplaysWaitForStandbys(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	poll.Until(t, 10*time.Second, "the configuration reloaded", func() error {
+	polltest.Until(t, 10*time.Second, "the configuration reloaded", func() error {
 		if got := query[string](t, url, `SHOW synchronous_standby_names`); got[0] != "nowhere" {
 			return fmt.Errorf("synchronous_standby_names = %q", got[0])
 		}
@@ -97,7 +97,7 @@ func TestReplaysWaitForStandbys(t *testing.T) {
 		}
 		// pgx cancels the COMMIT as it closes the connection: the row is
 		// then committed here, and only here.
-		poll.Until(t, 10*time.Second, w.name+" committed on the primary alone", func() error {
+		polltest.Until(t, 10*time.Second, w.name+" committed on the primary alone", func() error {
 			if n := query[int64](t, url, w.count); n[0] != 1 {
 				return fmt.Errorf("%d rows", n[0])
 			}
@@ -113,7 +113,7 @@ func TestReplaysWaitForStandbys(t *testing.T) {
 	if _, err := s.UpsertClient(ctx, ledger.Grant{ClientID: "solo", AllocatedHours: 1, Source: "test"}, t0); !ledger.Unavailable(err) {
 		t.Fatalf("a client created with no standby: %v, want unavailable", err)
 	}
-	poll.Until(t, 10*time.Second, "the client committed on the primary alone", func() error {
+	polltest.Until(t, 10*time.Second, "the client committed on the primary alone", func() error {
 		if n := query[int64](t, url, `SELECT count(*) FROM clients WHERE client_id = 'solo'`); n[0] != 1 {
 			return fmt.Errorf("%d rows", n[0])
 		}
@@ -127,7 +127,7 @@ func TestReplaysWaitForStandbys(t *testing.T) {
 	if err := open("idempotency-key-0004", "sess_000000000000000000000004"); !ledger.Unavailable(err) {
 		t.Fatalf("solo's only credit, spent with no standby: %v, want unavailable", err)
 	}
-	poll.Until(t, 10*time.Second, "the credit spent on the primary alone", func() error {
+	polltest.Until(t, 10*time.Second, "the credit spent on the primary alone", func() error {
 		if n := query[int64](t, url, `SELECT consumed_hours FROM clients WHERE client_id = 'solo'`); n[0] != 1 {
 			return fmt.Errorf("%d consumed", n[0])
 		}
