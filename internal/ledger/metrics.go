@@ -33,7 +33,7 @@ func (s *Store) SaveMetrics(ctx context.Context, sess Session, idempotencyKey st
 	// the read of the recorded one then sees its row. Only pruning between the two
 	// can hide it: the key is free again, and the next attempt stores rec.
 	for attempt := 0; ; attempt++ {
-		w := &metricsWrite{ctx: ctx, sess: sess, key: idempotencyKey, rec: rec, now: now}
+		w := &metricsWrite{ctx: ctx, sess: sess, idempotencyKey: idempotencyKey, rec: rec, now: now}
 		err := s.metrics.write(w)
 		switch {
 		case err != nil:
@@ -93,11 +93,11 @@ const (
 
 // metricsWrite is one record to store, and then what the statement found.
 type metricsWrite struct {
-	ctx  context.Context
-	sess Session
-	key  string
-	rec  MetricsRecord
-	now  time.Time
+	ctx            context.Context
+	sess           Session
+	idempotencyKey string
+	rec            MetricsRecord
+	now            time.Time
 
 	live, stored bool
 	err          error
@@ -167,9 +167,11 @@ func (m *metricsWriter) take() []*metricsWrite {
 	return batch
 }
 
+// hasClientKey reports whether batch writes under w's client and
+// idempotency key.
 func hasClientKey(batch []*metricsWrite, w *metricsWrite) bool {
 	for _, b := range batch {
-		if b.key == w.key && b.sess.ClientID == w.sess.ClientID {
+		if b.idempotencyKey == w.idempotencyKey && b.sess.ClientID == w.sess.ClientID {
 			return true
 		}
 	}
@@ -199,7 +201,7 @@ func (s *Store) writeMetrics(batch []*metricsWrite) {
 	)
 	for i, w := range batch {
 		clients[i], keys[i], digests[i], metrics[i], times[i], sessions[i] =
-			w.sess.ClientID, w.key, w.rec.RequestSHA256[:], w.rec.Metrics, w.now, w.sess.ID
+			w.sess.ClientID, w.idempotencyKey, w.rec.RequestSHA256[:], w.rec.Metrics, w.now, w.sess.ID
 	}
 	// DO NOTHING, then a read of the recorded one by the caller: a replay writes
 	// no tuple (a no-op DO UPDATE would). Rows go in in key order: two

@@ -54,7 +54,7 @@ var ErrKeyUnusable = fmt.Errorf("%w: the API key was revoked", ErrNotFound)
 func (s *Store) OpenSession(ctx context.Context, idempotencyKey string, sess Session, source string) (opened Session, replay bool, err error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	o := &sessionOpen{ctx: ctx, key: idempotencyKey, sess: sess, source: source}
+	o := &sessionOpen{ctx: ctx, idempotencyKey: idempotencyKey, sess: sess, source: source}
 	if err := s.opens.open(o); err != nil {
 		return Session{}, false, err
 	}
@@ -105,10 +105,10 @@ const maxOpenBatch = 64
 
 // sessionOpen is one session to open, and then what the ledger did.
 type sessionOpen struct {
-	ctx    context.Context // bounded: it has a deadline
-	key    string
-	sess   Session
-	source string
+	ctx            context.Context // bounded: it has a deadline
+	idempotencyKey string
+	sess           Session
+	source         string
 
 	charged bool // opened, and a credit taken
 	usable  bool // its API key was usable (or it had none)
@@ -139,11 +139,11 @@ func (m *sessionOpener) open(o *sessionOpen) error {
 }
 
 // openOne opens o alone, in one statement, and says whether it charged a
-// credit and whether o's key was usable.
+// credit and whether o's API key was usable.
 func (s *Store) openOne(o *sessionOpen) error {
-	var key []byte // NULL: opened by no key (tests, tools)
+	var apiKey []byte // NULL: opened by no key (tests, tools)
 	if o.sess.Key != (credential.KeyHash{}) {
-		key = o.sess.Key[:]
+		apiKey = o.sess.Key[:]
 	}
 	// Only while the key is usable: one revoked since the caller checked
 	// it opens nothing and costs nothing. FOR SHARE orders this with a
@@ -167,7 +167,7 @@ func (s *Store) openOne(o *sessionOpen) error {
 			SELECT client_id, $4, 'session', 1, $1, $8 FROM charge
 		)
 		SELECT EXISTS (SELECT FROM charge), $7::bytea IS NULL OR EXISTS (SELECT FROM usable)`,
-		sess.ID, sess.ClientID, o.key, sess.IssuedAt, sess.ExpiresAt, sess.TokenKeyID, key, o.source).Scan(&o.charged, &o.usable)
+		sess.ID, sess.ClientID, o.idempotencyKey, sess.IssuedAt, sess.ExpiresAt, sess.TokenKeyID, apiKey, o.source).Scan(&o.charged, &o.usable)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "sessions_client_id_idempotency_key_key" {
 		// unique_violation: opened under this key by a concurrent call,
@@ -188,7 +188,7 @@ func (m *sessionOpener) next(client string) {
 		case o.ctx.Err() != nil:
 			o.err = o.ctx.Err()
 			close(o.done)
-		case len(batch) == maxOpenBatch || hasKey(batch, o.key):
+		case len(batch) == maxOpenBatch || hasKey(batch, o.idempotencyKey):
 			rest = append(rest, o)
 		default:
 			batch = append(batch, o)
@@ -208,9 +208,10 @@ func (m *sessionOpener) next(client string) {
 	}()
 }
 
+// hasKey reports whether batch opens a session under this idempotency key.
 func hasKey(batch []*sessionOpen, key string) bool {
 	for _, o := range batch {
-		if o.key == key {
+		if o.idempotencyKey == key {
 			return true
 		}
 	}
@@ -246,12 +247,12 @@ func (s *Store) openBatch(client string, batch []*sessionOpen) {
 	defer cancel()
 
 	var (
-		ids, keys, tokenKeys, sources = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		issued, expires               = make([]time.Time, n), make([]time.Time, n)
-		apiKeys                       = make([][]byte, n) // nil: opened by no key
+		ids, idempotencyKeys, tokenKeys, sources = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		issued, expires                          = make([]time.Time, n), make([]time.Time, n)
+		apiKeys                                  = make([][]byte, n) // nil: opened by no key
 	)
 	for i, o := range batch {
-		ids[i], keys[i], tokenKeys[i], sources[i] = o.sess.ID, o.key, o.sess.TokenKeyID, o.source
+		ids[i], idempotencyKeys[i], tokenKeys[i], sources[i] = o.sess.ID, o.idempotencyKey, o.sess.TokenKeyID, o.source
 		issued[i], expires[i] = o.sess.IssuedAt, o.sess.ExpiresAt
 		if o.sess.Key != (credential.KeyHash{}) {
 			apiKeys[i] = o.sess.Key[:]
@@ -289,7 +290,7 @@ func (s *Store) openBatch(client string, batch []*sessionOpen) {
 			SELECT $8, w.issued_at, 'session', 1, w.id, w.source FROM wanted w WHERE w.id IN (SELECT id FROM opened)
 		)
 		SELECT i, id IN (SELECT id FROM opened), key_sha256 IS NULL OR i IN (SELECT i FROM usable) FROM input`,
-		ids, keys, issued, expires, tokenKeys, apiKeys, sources, client,
+		ids, idempotencyKeys, issued, expires, tokenKeys, apiKeys, sources, client,
 	).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var (
