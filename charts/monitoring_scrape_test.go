@@ -26,7 +26,7 @@ import (
 
 	evalmeter "github.com/evalmeter/evalmeter/client"
 	"github.com/evalmeter/evalmeter/internal/pgtest"
-	"github.com/evalmeter/evalmeter/internal/poll"
+	"github.com/evalmeter/evalmeter/internal/polltest"
 	"github.com/evalmeter/evalmeter/internal/proctest"
 )
 
@@ -169,7 +169,7 @@ func scrapeEvalmeter(t *testing.T) (map[string]bool, map[string]*dto.MetricFamil
 		}
 	}
 	// Active: the key of its Secret is in the ledger.
-	poll.Until(t, 60*time.Second, "the agreement Active", func() error {
+	polltest.Until(t, 60*time.Second, "the agreement Active", func() error {
 		o := &unstructured.Unstructured{}
 		o.SetAPIVersion("evalmeter.io/v1alpha1")
 		o.SetKind("ClientAgreement")
@@ -210,7 +210,7 @@ func scrapeEvalmeter(t *testing.T) (map[string]bool, map[string]*dto.MetricFamil
 
 	exposed := map[string]bool{}
 	var controller map[string]bool
-	poll.Until(t, 60*time.Second, "the agreement's series", func() error {
+	polltest.Until(t, 60*time.Second, "the agreement's series", func() error {
 		families, err := scrape("http://" + metricsAddr + "/metrics")
 		if err != nil {
 			return err

@@ -106,7 +106,7 @@ func (r *ClientAgreementReconciler) provision(ctx context.Context, ca *evalmeter
 		AllocatedHours: int(ca.Spec.AllocatedHours),
 		Source:         "ClientAgreement " + ca.Namespace + "/" + ca.Name,
 		OrderReference: ca.Spec.OrderReference,
-		Holder:         holder(ca),
+		Owner:          owner(ca),
 	}
 	threshold := int(lowCreditThreshold(ca, r.LowCreditThreshold))
 	grant.LowCreditThreshold = &threshold
@@ -114,23 +114,23 @@ func (r *ClientAgreementReconciler) provision(ctx context.Context, ca *evalmeter
 		t := ca.Spec.ValidUntil.Time
 		grant.ValidUntil = &t
 	}
-	// PostgreSQL decides who holds the clientID, before any Secret is made:
+	// PostgreSQL decides who owns the clientID, before any Secret is made:
 	// the agreement that loses gets none.
 	created, err := r.Ledger.UpsertClient(ctx, grant, now)
-	var held *ledger.HeldError
-	if errors.As(err, &held) {
-		stale, serr := r.staleHolder(ctx, held.Holder)
+	var owned *ledger.OwnedError
+	if errors.As(err, &owned) {
+		stale, serr := r.staleOwner(ctx, owned.Owner)
 		switch {
 		case serr != nil:
 			return ctrl.Result{}, serr
 		case !stale:
-			return r.conflict(ca, before, held.Holder), nil
+			return r.conflict(ca, before, owned.Owner), nil
 		}
-		if err = r.Ledger.ReleaseStale(ctx, grant.ClientID, held.Holder, now); err == nil {
+		if err = r.Ledger.ReleaseStale(ctx, grant.ClientID, owned.Owner, now); err == nil {
 			created, err = r.Ledger.UpsertClient(ctx, grant, now)
 		}
-		if errors.As(err, &held) { // taken meanwhile by a third agreement
-			return r.conflict(ca, before, held.Holder), nil
+		if errors.As(err, &owned) { // taken meanwhile by a third agreement
+			return r.conflict(ca, before, owned.Owner), nil
 		}
 	}
 	if err != nil {
@@ -297,17 +297,17 @@ func rotationGracePeriod(ca *evalmeterv1alpha1.ClientAgreement) time.Duration {
 	return ca.Spec.APIKey.RotationGracePeriod.Duration
 }
 
-// holder is how the ledger names ca as the holder of its clientID.
-func holder(ca *evalmeterv1alpha1.ClientAgreement) ledger.Holder {
-	return ledger.Holder{UID: string(ca.UID), Name: ca.Namespace + "/" + ca.Name}
+// owner is how the ledger names ca as the owner of its clientID.
+func owner(ca *evalmeterv1alpha1.ClientAgreement) ledger.Owner {
+	return ledger.Owner{UID: string(ca.UID), Name: ca.Namespace + "/" + ca.Name}
 }
 
-// staleHolder reports whether the agreement recorded as holding a clientID
+// staleOwner reports whether the agreement recorded as owning a clientID
 // is gone (deleted, or deleted and re-created under its name), so that
 // another may take the clientID. An agreement this controller may not read
 // (outside its namespaces) is taken to exist: two controllers never both
 // write one client.
-func (r *ClientAgreementReconciler) staleHolder(ctx context.Context, h ledger.Holder) (bool, error) {
+func (r *ClientAgreementReconciler) staleOwner(ctx context.Context, h ledger.Owner) (bool, error) {
 	ns, name, ok := strings.Cut(h.Name, "/")
 	if !ok {
 		return false, nil
@@ -325,10 +325,10 @@ func (r *ClientAgreementReconciler) staleHolder(ctx context.Context, h ledger.Ho
 	return string(other.UID) != h.UID, nil
 }
 
-// conflict reports that another agreement holds ca's clientID. It comes
-// back after a resync: a holder outside this controller's namespaces sends
+// conflict reports that another agreement owns ca's clientID. It comes
+// back after a resync: an owner outside this controller's namespaces sends
 // no event when it goes.
-func (r *ClientAgreementReconciler) conflict(ca *evalmeterv1alpha1.ClientAgreement, before *evalmeterv1alpha1.ClientAgreementStatus, h ledger.Holder) ctrl.Result {
+func (r *ClientAgreementReconciler) conflict(ca *evalmeterv1alpha1.ClientAgreement, before *evalmeterv1alpha1.ClientAgreementStatus, h ledger.Owner) ctrl.Result {
 	msg := fmt.Sprintf("ClientAgreement %s holds clientID %q; this one is not applied until it is deleted", h.Name, ca.Spec.ClientID)
 	ca.Status.Phase = evalmeterv1alpha1.PhaseConflict
 	r.setReady(ca, metav1.ConditionFalse, "Conflict", msg)
@@ -451,18 +451,18 @@ func CacheOptions(namespaces []string) cache.Options {
 	return opts
 }
 
-// finalize releases the clientID: when this agreement holds it, the
+// finalize releases the clientID: when this agreement owns it, the
 // client's keys are revoked and its open sessions end. Ledger rows stay,
 // for audit.
 func (r *ClientAgreementReconciler) finalize(ctx context.Context, ca *evalmeterv1alpha1.ClientAgreement) error {
 	if !controllerutil.ContainsFinalizer(ca, Finalizer) {
 		return nil
 	}
-	held, err := r.Ledger.Release(ctx, ca.Spec.ClientID, holder(ca), r.Now())
+	owned, err := r.Ledger.Release(ctx, ca.Spec.ClientID, owner(ca), r.Now())
 	if err != nil {
 		return fmt.Errorf("releasing client %s: %w", ca.Spec.ClientID, err)
 	}
-	if held {
+	if owned {
 		r.Recorder.Eventf(ca, nil, corev1.EventTypeNormal, "Revoked", "Delete",
 			"the keys of client %s are revoked and its sessions ended; its ledger rows are kept", ca.Spec.ClientID)
 	}
@@ -491,7 +491,7 @@ func (r *ClientAgreementReconciler) writeStatus(ctx context.Context, ca *evalmet
 
 // SetupWithManager registers the reconciler: it watches agreements, their
 // Secrets, and re-examines agreements sharing a clientID when one changes
-// (a Conflict clears when the holder goes).
+// (a Conflict clears when the owner goes).
 func (r *ClientAgreementReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.live = mgr.GetAPIReader()
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &evalmeterv1alpha1.ClientAgreement{}, clientIDField,

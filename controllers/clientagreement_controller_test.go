@@ -20,7 +20,7 @@ import (
 	"github.com/evalmeter/evalmeter/controllers"
 	"github.com/evalmeter/evalmeter/internal/credential"
 	"github.com/evalmeter/evalmeter/internal/ledger"
-	"github.com/evalmeter/evalmeter/internal/poll"
+	"github.com/evalmeter/evalmeter/internal/polltest"
 )
 
 const wait = 20 * time.Second
@@ -69,7 +69,7 @@ func setAPIKey(t *testing.T, ns, name, key string) {
 func phase(t *testing.T, ns, name string, want evalmeterv1alpha1.Phase) *evalmeterv1alpha1.ClientAgreement {
 	t.Helper()
 	var ca *evalmeterv1alpha1.ClientAgreement
-	poll.Until(t, wait, fmt.Sprintf("%s/%s phase %s", ns, name, want), func() error {
+	polltest.Until(t, wait, fmt.Sprintf("%s/%s phase %s", ns, name, want), func() error {
 		ca = get(t, ns, name)
 		if ca.Status.Phase != want || ca.Status.ObservedGeneration != ca.Generation {
 			return fmt.Errorf("phase %q at generation %d of %d", ca.Status.Phase, ca.Status.ObservedGeneration, ca.Generation)
@@ -134,7 +134,7 @@ func TestProvision(t *testing.T) {
 	if _, _, err := store.OpenSession(ctx, "test-session-0000001", ledger.Session{ID: id, ClientID: "acme-provision", IssuedAt: now, ExpiresAt: now.Add(time.Hour), TokenKeyID: "k"}, "test"); err != nil {
 		t.Fatal(err)
 	}
-	poll.Until(t, wait, "consumption in the status", func() error {
+	polltest.Until(t, wait, "consumption in the status", func() error {
 		s := get(t, ns, "acme").Status
 		if s.ConsumedHours != 1 || s.RemainingHours != 4 || s.ActiveSessions != 1 {
 			return fmt.Errorf("%+v", s)
@@ -148,7 +148,7 @@ func TestProvision(t *testing.T) {
 	if err := k8sClient.Update(ctx, ca); err != nil {
 		t.Fatal(err)
 	}
-	poll.Until(t, wait, "raised allocation", func() error {
+	polltest.Until(t, wait, "raised allocation", func() error {
 		s := get(t, ns, "acme").Status
 		if s.RemainingHours != 7 {
 			return fmt.Errorf("remaining %d", s.RemainingHours)
@@ -194,7 +194,7 @@ func TestRotationGracePeriod(t *testing.T) {
 	rotated := time.Now()
 	setAPIKey(t, ns, "grace", newKey)
 	var prev evalmeterv1alpha1.PreviousAPIKey
-	poll.Until(t, wait, "the rotation in the status", func() error {
+	polltest.Until(t, wait, "the rotation in the status", func() error {
 		ca := get(t, ns, "grace")
 		if keys := ca.Status.PreviousAPIKeys; ca.Status.APIKeyFingerprint != newHash.Fingerprint() || len(keys) != 1 {
 			return fmt.Errorf("fingerprint %s, previous keys %+v", ca.Status.APIKeyFingerprint, keys)
@@ -228,7 +228,7 @@ func TestRotationGracePeriod(t *testing.T) {
 	if note := event(t, ns, "grace", "Revoked"); !strings.Contains(note, oldFingerprint) {
 		t.Errorf("Revoked event %q does not name the old key", note)
 	}
-	poll.Until(t, wait, "status.previousAPIKeys cleared", func() error {
+	polltest.Until(t, wait, "status.previousAPIKeys cleared", func() error {
 		if p := get(t, ns, "grace").Status.PreviousAPIKeys; len(p) != 0 {
 			return fmt.Errorf("previousAPIKeys %+v", p)
 		}
@@ -251,7 +251,7 @@ func TestRotationCutsGracePeriod(t *testing.T) {
 		key, _ := credential.NewAPIKey(rand.Reader)
 		hash, _ := credential.HashAPIKey(key)
 		setAPIKey(t, ns, "cut", key)
-		poll.Until(t, wait, "the rotation in the status", func() error {
+		polltest.Until(t, wait, "the rotation in the status", func() error {
 			if fp := get(t, ns, "cut").Status.APIKeyFingerprint; fp != hash.Fingerprint() {
 				return fmt.Errorf("fingerprint %s", fp)
 			}
@@ -325,7 +325,7 @@ func TestRotation(t *testing.T) {
 	newKey, _ := credential.NewAPIKey(rand.Reader)
 	newHash, _ := credential.HashAPIKey(newKey)
 	setAPIKey(t, ns, "rot", newKey)
-	poll.Until(t, wait, "rotation", func() error {
+	polltest.Until(t, wait, "rotation", func() error {
 		if _, err := store.ClientByKey(ctx, newHash, time.Now()); err != nil {
 			return fmt.Errorf("new key: %v", err)
 		}
@@ -375,7 +375,7 @@ func TestDelete(t *testing.T) {
 	if err := k8sClient.Delete(ctx, get(t, ns, "gone")); err != nil {
 		t.Fatal(err)
 	}
-	poll.Until(t, wait, "agreement gone", func() error {
+	polltest.Until(t, wait, "agreement gone", func() error {
 		var ca evalmeterv1alpha1.ClientAgreement
 		if err := k8sClient.Get(ctx, objectKey(ns, "gone"), &ca); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("still there (finalizers %v): %v", ca.Finalizers, err)
@@ -472,7 +472,7 @@ func TestLedgerDown(t *testing.T) {
 	if err := k8sClient.Create(ctx, agreement(ns, "wait", "acme-ledger-down", 3)); err != nil {
 		t.Fatal(err)
 	}
-	poll.Until(t, wait, "LedgerReachable=False", func() error {
+	polltest.Until(t, wait, "LedgerReachable=False", func() error {
 		ca := get(t, ns, "wait")
 		c := meta.FindStatusCondition(ca.Status.Conditions, evalmeterv1alpha1.ConditionLedgerReachable)
 		if c == nil || c.Status != metav1.ConditionFalse || ca.Status.Phase != evalmeterv1alpha1.PhasePending {

@@ -18,7 +18,7 @@ import (
 	"github.com/evalmeter/evalmeter/internal/credential"
 	"github.com/evalmeter/evalmeter/internal/envtesttest"
 	"github.com/evalmeter/evalmeter/internal/ledger"
-	"github.com/evalmeter/evalmeter/internal/poll"
+	"github.com/evalmeter/evalmeter/internal/polltest"
 )
 
 // TestKeyOfAnotherClient: a Secret holding another client's key is an
@@ -114,7 +114,7 @@ func TestSecretCache(t *testing.T) {
 	if len(adopted.OwnerReferences) != 0 {
 		t.Errorf("the adopted Secret got owners %v: deleting the agreement would delete the operator's Secret", adopted.OwnerReferences)
 	}
-	poll.Until(t, wait, "the adopted Secret in the cache", func() error {
+	polltest.Until(t, wait, "the adopted Secret in the cache", func() error {
 		return managerCache.Get(ctx, objectKey(ns, "adopt-api-key"), &corev1.Secret{})
 	})
 	var s corev1.Secret
@@ -129,7 +129,7 @@ func TestSecretCache(t *testing.T) {
 	if err := k8sClient.Update(ctx, &adopted); err != nil {
 		t.Fatal(err)
 	}
-	poll.Until(t, wait, "rotation of the adopted key", func() error {
+	polltest.Until(t, wait, "rotation of the adopted key", func() error {
 		if fp := get(t, ns, "adopt").Status.APIKeyFingerprint; fp != mustHash(t, newKey).Fingerprint() {
 			return fmt.Errorf("fingerprint %s", fp)
 		}
@@ -202,7 +202,7 @@ func TestWatchNamespaces(t *testing.T) {
 	}
 	waitPhase := func(ns, name string, want evalmeterv1alpha1.Phase) {
 		t.Helper()
-		poll.Until(t, wait, ns+"/"+name+" phase "+string(want), func() error {
+		polltest.Until(t, wait, ns+"/"+name+" phase "+string(want), func() error {
 			if got := phaseOf(ns, name); got != want {
 				return fmt.Errorf("phase %q", got)
 			}
@@ -221,7 +221,7 @@ func TestWatchNamespaces(t *testing.T) {
 	}
 	waitPhase("team-b", "copy", evalmeterv1alpha1.PhaseConflict)
 	if c, err := db.Client(ctx, "acme-team-a"); err != nil || c.AllocatedHours != 2 {
-		t.Errorf("the holder's allocation: %+v, %v; want 2", c, err)
+		t.Errorf("the owner's allocation: %+v, %v; want 2", c, err)
 	}
 	if got := phaseOf("elsewhere", "acme"); got != "" {
 		t.Errorf("an agreement outside the watched namespaces was reconciled: phase %q", got)

@@ -26,7 +26,7 @@ import (
 
 	"github.com/evalmeter/evalmeter/controllers"
 	"github.com/evalmeter/evalmeter/internal/charttest"
-	"github.com/evalmeter/evalmeter/internal/poll"
+	"github.com/evalmeter/evalmeter/internal/polltest"
 	"github.com/evalmeter/evalmeter/internal/proctest"
 )
 
@@ -81,10 +81,10 @@ func TestMetricsServing(t *testing.T) {
 			t.Fatal(err)
 		}
 		renewed, _ := pem.Decode(renewedPEM)
-		poll.Until(t, wait, "the first certificate served", func() error { _, err := served(); return err })
+		polltest.Until(t, wait, "the first certificate served", func() error { _, err := served(); return err })
 		os.WriteFile(filepath.Join(certDir, "tls.key"), renewedKey, 0o600)
 		os.WriteFile(filepath.Join(certDir, "tls.crt"), renewedPEM, 0o600)
-		poll.Until(t, wait, "the renewed certificate served", func() error {
+		polltest.Until(t, wait, "the renewed certificate served", func() error {
 			raw, err := served()
 			if err == nil && !bytes.Equal(raw, renewed.Bytes) {
 				err = errors.New("still the first certificate")
@@ -130,7 +130,7 @@ func TestMetricsServing(t *testing.T) {
 			tlsConfig := &tls.Config{RootCAs: tc.roots, InsecureSkipVerify: tc.roots == nil}
 			scraper := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConfig, ForceAttemptHTTP2: true}}
 			url := tc.scheme + "://" + tc.serving.BindAddress + "/metrics"
-			poll.Until(t, wait, "the metrics endpoint", func() error {
+			polltest.Until(t, wait, "the metrics endpoint", func() error {
 				resp, err := scraper.Get(url)
 				if err == nil {
 					resp.Body.Close()

@@ -38,7 +38,7 @@ import (
 	"github.com/evalmeter/evalmeter/internal/envtesttest"
 	"github.com/evalmeter/evalmeter/internal/ledger"
 	"github.com/evalmeter/evalmeter/internal/pgtest"
-	"github.com/evalmeter/evalmeter/internal/poll"
+	"github.com/evalmeter/evalmeter/internal/polltest"
 	"github.com/evalmeter/evalmeter/server"
 )
 
@@ -207,7 +207,7 @@ func usageStatus(t *testing.T, key string) int {
 func event(t *testing.T, ns, name, reason string) string {
 	t.Helper()
 	var note string
-	poll.Until(t, wait, "event "+reason, func() error {
+	polltest.Until(t, wait, "event "+reason, func() error {
 		var list eventsv1.EventList
 		if err := k8sClient.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
 			return err
@@ -227,7 +227,7 @@ func event(t *testing.T, ns, name, reason string) string {
 // message containing text.
 func waitReady(t *testing.T, ns, name, reason, text string) {
 	t.Helper()
-	poll.Until(t, wait, "Ready reason "+reason, func() error {
+	polltest.Until(t, wait, "Ready reason "+reason, func() error {
 		r := meta.FindStatusCondition(get(t, ns, name).Status.Conditions, evalmeterv1alpha1.ConditionReady)
 		if r == nil || r.Reason != reason || !strings.Contains(r.Message, text) {
 			return fmt.Errorf("Ready %+v", r)

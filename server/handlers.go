@@ -171,7 +171,7 @@ func (s *Server) recordMetrics(w http.ResponseWriter, r *http.Request, sess ledg
 		return err
 	}
 	digest := req.Digest()
-	held, stored, err := s.ledger.SaveMetrics(r.Context(), sess, key,
+	recorded, stored, err := s.ledger.SaveMetrics(r.Context(), sess, key,
 		ledger.MetricsRecord{RequestSHA256: digest, Metrics: result}, s.now())
 	if errors.Is(err, ledger.ErrSessionEnded) {
 		s.sessions.drop(sess.ID)
@@ -180,7 +180,7 @@ func (s *Server) recordMetrics(w http.ResponseWriter, r *http.Request, sess ledg
 	if err != nil {
 		return err
 	}
-	if !stored && held.RequestSHA256 != digest {
+	if !stored && recorded.RequestSHA256 != digest {
 		return newError(api.CodeIdempotencyKeyReused,
 			"this Idempotency-Key was used with a different request; use a new key for a new request")
 	}
@@ -188,9 +188,9 @@ func (s *Server) recordMetrics(w http.ResponseWriter, r *http.Request, sess ledg
 		s.telemetry.replays.WithLabelValues("metrics").Inc()
 	}
 	// The stored result is replayed byte for byte.
-	out := make([]byte, 0, len(held.Metrics)+48)
+	out := make([]byte, 0, len(recorded.Metrics)+48)
 	out = append(out, `{"metrics":`...)
-	out = append(out, held.Metrics...)
+	out = append(out, recorded.Metrics...)
 	out = append(out, `,"idempotent_replay":`...)
 	out = strconv.AppendBool(out, !stored)
 	out = append(out, '}')

@@ -22,7 +22,7 @@ import (
 	"github.com/evalmeter/evalmeter/internal/credential"
 	"github.com/evalmeter/evalmeter/internal/ledger"
 	"github.com/evalmeter/evalmeter/internal/pgtest"
-	"github.com/evalmeter/evalmeter/internal/poll"
+	"github.com/evalmeter/evalmeter/internal/polltest"
 	"github.com/evalmeter/evalmeter/server"
 )
 
@@ -222,7 +222,7 @@ func TestFailureClasses(t *testing.T) {
 			done <- err
 		}()
 		// Give up once the server is waiting on the row, as a client's own timeout would.
-		poll.Until(t, 20*time.Second, "the request to wait on the row lock", func() error {
+		polltest.Until(t, 20*time.Second, "the request to wait on the row lock", func() error {
 			if n := lockWaiters(t, e.url); n == 0 {
 				return errors.New("no backend waits for a lock")
 			}
@@ -232,7 +232,7 @@ func TestFailureClasses(t *testing.T) {
 		if err := <-done; !errors.Is(err, context.Canceled) {
 			t.Fatalf("the abandoned request: %v", err)
 		}
-		poll.Until(t, 20*time.Second, "the request's log line", func() error {
+		polltest.Until(t, 20*time.Second, "the request's log line", func() error {
 			if logLine(e.logs.String(), `"msg":"request"`) == "" {
 				return errors.New("not logged yet")
 			}

@@ -19,8 +19,8 @@ func TestRevocationEndsSessions(t *testing.T) {
 	e := newEnv(t)
 	a := e.api()
 	ctx := context.Background()
-	holder := ledger.Holder{UID: "uid-acme", Name: "team-a/acme"}
-	if _, err := e.store.UpsertClient(ctx, ledger.Grant{ClientID: "acme", AllocatedHours: 10, Source: "test", Holder: holder}, e.clock.Now()); err != nil {
+	owner := ledger.Owner{UID: "uid-acme", Name: "team-a/acme"}
+	if _, err := e.store.UpsertClient(ctx, ledger.Grant{ClientID: "acme", AllocatedHours: 10, Source: "test", Owner: owner}, e.clock.Now()); err != nil {
 		t.Fatal(err)
 	}
 	setKey := func() (string, credential.KeyHash) {
@@ -73,8 +73,8 @@ func TestRevocationEndsSessions(t *testing.T) {
 		t.Errorf("the revoked key after an attempt to reinstate it: %d, want 401", r.status)
 	}
 
-	if held, err := e.store.Release(ctx, "acme", holder, e.clock.Now()); !held || err != nil {
-		t.Fatal(held, err)
+	if owned, err := e.store.Release(ctx, "acme", owner, e.clock.Now()); !owned || err != nil {
+		t.Fatal(owned, err)
 	}
 	if r := a.postMetrics(current.Session.Token, idem("m-new-2"), exampleBody); r.status != http.StatusUnauthorized {
 		t.Errorf("a session after its agreement was deleted: %d %s, want 401", r.status, r.body)

@@ -73,9 +73,9 @@ type Server struct {
 	telemetry *telemetry
 	schema    []byte // the schema document, built once
 	handler   http.Handler
-	traced    bool          // Config.TracerProvider was set
-	sessions  *sessionCache // sessions read from the ledger
-	bodies    sync.Pool     // of *[]byte holding metrics.MaxBodyBytes+1, for request bodies
+	traced    bool         // Config.TracerProvider was set
+	sessions  *sessionMemo // sessions read from the ledger
+	bodies    sync.Pool    // of *[]byte holding metrics.MaxBodyBytes+1, for request bodies
 	receipts  *receipt.Signer
 	// receiptKeys is the served JWK Set, marshaled once; nil without Receipts.
 	receiptKeys []byte
@@ -125,7 +125,7 @@ func New(cfg Config) (*Server, error) {
 		log:         cfg.Logger,
 		telemetry:   t,
 		schema:      schema,
-		sessions:    newSessionCache(),
+		sessions:    newSessionMemo(),
 	}
 	s.bodies.New = func() any {
 		b := make([]byte, metrics.MaxBodyBytes+1)

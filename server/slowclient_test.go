@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/evalmeter/evalmeter/internal/ledger"
-	"github.com/evalmeter/evalmeter/internal/poll"
+	"github.com/evalmeter/evalmeter/internal/polltest"
 	"github.com/evalmeter/evalmeter/server"
 )
 
@@ -100,7 +100,7 @@ func TestSlowClients(t *testing.T) {
 		wg.Go(func() { read(c) })
 	}
 	// Each stalled request looked its session up and now waits for its body.
-	poll.Until(t, 20*time.Second, "the stalled requests to pass authentication", func() error {
+	polltest.Until(t, 20*time.Second, "the stalled requests to pass authentication", func() error {
 		if n := queries.ended.Load() - before; n < stalling {
 			return fmt.Errorf("%d of %d looked their session up", n, stalling)
 		}

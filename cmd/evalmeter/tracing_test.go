@@ -28,7 +28,7 @@ import (
 
 	"github.com/evalmeter/evalmeter/internal/logtest"
 	"github.com/evalmeter/evalmeter/internal/pgtest"
-	"github.com/evalmeter/evalmeter/internal/poll"
+	"github.com/evalmeter/evalmeter/internal/polltest"
 	"github.com/evalmeter/evalmeter/internal/proctest"
 )
 
@@ -175,7 +175,7 @@ func runAPIOnce(t *testing.T, log *slog.Logger, trustTraceContext bool, use func
 			t.Errorf("api: %v", err)
 		}
 	}()
-	poll.Until(t, 30*time.Second, "the API serving", func() error {
+	polltest.Until(t, 30*time.Second, "the API serving", func() error {
 		resp, err := http.Get("http://" + opsAddr + "/readyz")
 		if err != nil {
 			return err

@@ -14,7 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/evalmeter/evalmeter/internal/ledger"
-	"github.com/evalmeter/evalmeter/internal/poll"
+	"github.com/evalmeter/evalmeter/internal/polltest"
 )
 
 // TestBatchSpans: a statement run for several callers has a span of its
@@ -111,7 +111,7 @@ func TestBatchSpans(t *testing.T) {
 					}
 				})
 			}
-			poll.Until(t, 20*time.Second, "every traced call queued", func() error {
+			polltest.Until(t, 20*time.Second, "every traced call queued", func() error {
 				if n := tc.queued(s); n != callers {
 					return fmt.Errorf("%d queued", n)
 				}

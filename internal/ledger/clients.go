@@ -24,27 +24,28 @@ type Grant struct {
 	// LowCreditThreshold is the remaining hours at or below which the
 	// client is warned; nil: never.
 	LowCreditThreshold *int
-	// Holder is the ClientAgreement that provisions the client; zero for
-	// `evalmeter clients grant`, which may not change a held client.
-	Holder Holder
+	// Owner is the ClientAgreement that provisions the client; zero for
+	// `evalmeter clients grant`, which may not change an owned client.
+	Owner Owner
 }
 
-// Holder names the ClientAgreement that holds a client.
-type Holder struct {
-	UID  string // metadata.uid: a re-created agreement is another holder
-	Name string // namespace/name, to find it and to say who holds it
+// Owner names the ClientAgreement that owns a client (the columns
+// clients.holder_uid and holder_name).
+type Owner struct {
+	UID  string // metadata.uid: a re-created agreement is another owner
+	Name string // namespace/name, to find it and to say who owns it
 }
 
-// HeldError is a write refused because another agreement holds the client.
-// The caller decides whether that holder still exists; if it does not, it
+// OwnedError is a write refused because another agreement owns the client.
+// The caller decides whether that owner still exists; if it does not, it
 // may Release the client on its behalf and write again.
-type HeldError struct {
+type OwnedError struct {
 	ClientID string
-	Holder   Holder
+	Owner    Owner
 }
 
-func (e *HeldError) Error() string {
-	return fmt.Sprintf("client %s is held by ClientAgreement %s (uid %s); change that agreement, or delete it first", e.ClientID, e.Holder.Name, e.Holder.UID)
+func (e *OwnedError) Error() string {
+	return fmt.Sprintf("client %s is held by ClientAgreement %s (uid %s); change that agreement, or delete it first", e.ClientID, e.Owner.Name, e.Owner.UID)
 }
 
 // clientIDPattern is the ClientAgreement's clientID rule (docs/design.md#101-the-clientagreement).
@@ -61,8 +62,8 @@ func (g Grant) Validate() error {
 	if g.AllocatedHours < 0 {
 		return fmt.Errorf("%w allocated hours %d: must be 0 or more", ErrInvalid, g.AllocatedHours)
 	}
-	if (g.Holder.UID == "") != (g.Holder.Name == "") {
-		return fmt.Errorf("%w holder %+v: give both its uid and its name, or neither", ErrInvalid, g.Holder)
+	if (g.Owner.UID == "") != (g.Owner.Name == "") {
+		return fmt.Errorf("%w owner %+v: give both its uid and its name, or neither", ErrInvalid, g.Owner)
 	}
 	return nil
 }
@@ -101,8 +102,8 @@ func (u Usage) LowCredit() bool {
 
 // UpsertClient creates the client or updates its allocation and validity,
 // recording a credit event when the allocation changes. It reports whether
-// the client was created. A client held by another agreement is refused
-// with a *HeldError; a grant with a Holder takes an unheld client.
+// the client was created. A client owned by another agreement is refused
+// with an *OwnedError; a grant with an Owner takes a client nobody owns.
 //
 // A grant that changes nothing writes nothing and locks nothing, so that
 // the controller's periodic resync costs PostgreSQL one read.
@@ -124,17 +125,17 @@ func (s *Store) UpsertClient(ctx context.Context, g Grant, now time.Time) (creat
 		if err := row.writableBy(g); err != nil {
 			return err
 		}
-		holderUID, holderName := nullable(g.Holder.UID), nullable(g.Holder.Name)
+		ownerUID, ownerName := nullable(g.Owner.UID), nullable(g.Owner.Name)
 		if !row.found {
 			created = true
 			_, err = tx.Exec(ctx, `
 				INSERT INTO clients (client_id, allocated_hours, valid_until, source, holder_uid, holder_name, low_credit_threshold, created_at, updated_at)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)`, g.ClientID, g.AllocatedHours, g.ValidUntil, g.Source, holderUID, holderName, g.LowCreditThreshold, now)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)`, g.ClientID, g.AllocatedHours, g.ValidUntil, g.Source, ownerUID, ownerName, g.LowCreditThreshold, now)
 		} else {
 			_, err = tx.Exec(ctx, `
 				UPDATE clients SET allocated_hours = $2, valid_until = $3, source = $4,
 				       holder_uid = $5, holder_name = $6, low_credit_threshold = $7, updated_at = $8
-				WHERE client_id = $1`, g.ClientID, g.AllocatedHours, g.ValidUntil, g.Source, holderUID, holderName, g.LowCreditThreshold, now)
+				WHERE client_id = $1`, g.ClientID, g.AllocatedHours, g.ValidUntil, g.Source, ownerUID, ownerName, g.LowCreditThreshold, now)
 		}
 		if err != nil || g.AllocatedHours == row.allocated && !created {
 			return err
@@ -153,7 +154,7 @@ type clientRow struct {
 	allocated  int
 	validUntil *time.Time
 	source     string
-	holder     Holder
+	owner      Owner
 	threshold  *int
 }
 
@@ -164,7 +165,7 @@ func readClientRow(ctx context.Context, q querier, clientID string, lock bool) (
 		sql += ` FOR UPDATE`
 	}
 	r := clientRow{found: true}
-	err := q.QueryRow(ctx, sql, clientID).Scan(&r.allocated, &r.validUntil, &r.source, &r.holder.UID, &r.holder.Name, &r.threshold)
+	err := q.QueryRow(ctx, sql, clientID).Scan(&r.allocated, &r.validUntil, &r.source, &r.owner.UID, &r.owner.Name, &r.threshold)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return clientRow{}, nil
 	}
@@ -184,12 +185,12 @@ func nullable(s string) *string {
 	return &s
 }
 
-// writableBy refuses a grant from anyone but the client's holder.
+// writableBy refuses a grant from anyone but the client's owner.
 func (r clientRow) writableBy(g Grant) error {
-	if !r.found || r.holder.UID == "" || r.holder.UID == g.Holder.UID {
+	if !r.found || r.owner.UID == "" || r.owner.UID == g.Owner.UID {
 		return nil
 	}
-	return &HeldError{ClientID: g.ClientID, Holder: r.holder}
+	return &OwnedError{ClientID: g.ClientID, Owner: r.owner}
 }
 
 // same reports whether writing g would change nothing. PostgreSQL keeps
@@ -200,25 +201,25 @@ func (r clientRow) same(g Grant) bool {
 	sameThreshold := r.threshold == nil && g.LowCreditThreshold == nil ||
 		r.threshold != nil && g.LowCreditThreshold != nil && *r.threshold == *g.LowCreditThreshold
 	return r.allocated == g.AllocatedHours && sameEnd && sameThreshold && r.source == g.Source &&
-		r.holder.UID == g.Holder.UID && r.holder.Name == g.Holder.Name
+		r.owner.UID == g.Owner.UID && r.owner.Name == g.Owner.Name
 }
 
-// Release ends holder's hold of the client, as its agreement is deleted: it
-// revokes every key of the client and ends its open sessions, in one
-// transaction. The ledger rows stay, for audit. It reports whether holder
-// held the client; when it did not, nothing changes.
-func (s *Store) Release(ctx context.Context, clientID string, holder Holder, now time.Time) (bool, error) {
+// Release ends owner's ownership of the client, as its agreement is
+// deleted: it revokes every key of the client and ends its open sessions,
+// in one transaction. The ledger rows stay, for audit. It reports whether
+// owner owned the client; when it did not, nothing changes.
+func (s *Store) Release(ctx context.Context, clientID string, owner Owner, now time.Time) (bool, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	var held bool
+	var owned bool
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `
 			UPDATE clients SET holder_uid = NULL, holder_name = NULL, updated_at = $3
-			WHERE client_id = $1 AND holder_uid = $2`, clientID, holder.UID, now)
+			WHERE client_id = $1 AND holder_uid = $2`, clientID, owner.UID, now)
 		if err != nil || tag.RowsAffected() == 0 {
 			return err
 		}
-		held = true
+		owned = true
 		// Keys in their grace period too: deletion revokes at once.
 		if _, err := tx.Exec(ctx, `
 			UPDATE api_keys SET revoked_at = coalesce(revoked_at, $2), usable_until = NULL
@@ -230,14 +231,14 @@ func (s *Store) Release(ctx context.Context, clientID string, holder Holder, now
 			WHERE client_id = $1 AND ended_at IS NULL AND expires_at > $2`, clientID, now)
 		return err
 	})
-	return held, err
+	return owned, err
 }
 
-// ReleaseStale ends the hold of an agreement that no longer exists, so that
-// another may take the client; unlike Release it revokes nothing, since the
-// next holder sets the key at once. It changes nothing unless stale still
-// holds the client.
-func (s *Store) ReleaseStale(ctx context.Context, clientID string, stale Holder, now time.Time) error {
+// ReleaseStale ends the ownership of an agreement that no longer exists, so
+// that another may take the client; unlike Release it revokes nothing, since
+// the next owner sets the key at once. It changes nothing unless stale still
+// owns the client.
+func (s *Store) ReleaseStale(ctx context.Context, clientID string, stale Owner, now time.Time) error {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	_, err := s.pool.Exec(ctx, `
@@ -292,14 +293,14 @@ func (s *Store) SetKey(ctx context.Context, clientID string, hash credential.Key
 	var revoked []RevokedKey
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		revoked = nil // a retried transaction starts over
-		var owner string
+		var keyClient string
 		var wasRevoked bool
-		err := tx.QueryRow(ctx, `SELECT client_id, revoked_at IS NOT NULL FROM api_keys WHERE key_sha256 = $1`, hash[:]).Scan(&owner, &wasRevoked)
+		err := tx.QueryRow(ctx, `SELECT client_id, revoked_at IS NOT NULL FROM api_keys WHERE key_sha256 = $1`, hash[:]).Scan(&keyClient, &wasRevoked)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			_, err = tx.Exec(ctx, `INSERT INTO api_keys (key_sha256, client_id, created_at) VALUES ($1, $2, $3)`, hash[:], clientID, now)
 		case err != nil:
-		case owner != clientID:
+		case keyClient != clientID:
 			return ErrKeyTaken
 		case wasRevoked:
 			return ErrKeyRevoked
@@ -365,8 +366,8 @@ func (s *Store) Client(ctx context.Context, clientID string) (Client, error) {
 	return c, err
 }
 
-// ClientByKey returns the client holding the key with this hash, unless the
-// key is revoked (and out of its grace period at now): ErrNotFound then, as
+// ClientByKey returns the client whose key has this hash, unless the key
+// is revoked (and out of its grace period at now): ErrNotFound then, as
 // when there is no such key.
 func (s *Store) ClientByKey(ctx context.Context, hash credential.KeyHash, now time.Time) (Client, error) {
 	ctx, cancel := s.bound(ctx)

@@ -13,6 +13,16 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
+var (
+	// ErrNotFound is a client, key or session that does not exist (or, for
+	// a key, is revoked).
+	ErrNotFound = errors.New("not found")
+	// ErrNoCredit is a session refused because no credit remains.
+	ErrNoCredit = errors.New("no evaluation-hour credit remains")
+	// ErrInvalid is a request the ledger refuses before asking PostgreSQL.
+	ErrInvalid = errors.New("invalid")
+)
+
 // Unavailable reports whether err means PostgreSQL cannot serve the
 // statement now, for a reason that passes without a change to evalmeter, so
 // that the API answers 503 with Retry-After. Everything else a statement

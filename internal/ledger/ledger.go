@@ -8,7 +8,6 @@ import (
 	"context"
 	"database/sql"
 	"embed"
-	"errors"
 	"fmt"
 	"io/fs"
 	"strconv"
@@ -33,16 +32,6 @@ var migrations embed.FS
 
 // DefaultTimeout bounds every statement, connection wait included.
 const DefaultTimeout = 2 * time.Second
-
-var (
-	// ErrNotFound is a client, key or session that does not exist (or, for
-	// a key, is revoked).
-	ErrNotFound = errors.New("not found")
-	// ErrNoCredit is a session refused because no credit remains.
-	ErrNoCredit = errors.New("no evaluation-hour credit remains")
-	// ErrInvalid is a request the ledger refuses before asking PostgreSQL.
-	ErrInvalid = errors.New("invalid")
-)
 
 // Store is the ledger. Its methods are safe for concurrent use by any
 // number of API replicas sharing one database.

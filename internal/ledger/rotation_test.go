@@ -22,8 +22,8 @@ import (
 func TestRotationGracePeriod(t *testing.T) {
 	s, url := open(t)
 	ctx := t.Context()
-	h := ledger.Holder{UID: "uid", Name: "ns/acme"}
-	if _, err := s.UpsertClient(ctx, ledger.Grant{ClientID: "acme", AllocatedHours: 10, Source: "test", Holder: h}, t0); err != nil {
+	h := ledger.Owner{UID: "uid", Name: "ns/acme"}
+	if _, err := s.UpsertClient(ctx, ledger.Grant{ClientID: "acme", AllocatedHours: 10, Source: "test", Owner: h}, t0); err != nil {
 		t.Fatal(err)
 	}
 	var k [6]credential.KeyHash

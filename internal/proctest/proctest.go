@@ -17,7 +17,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/evalmeter/evalmeter/internal/poll"
+	"github.com/evalmeter/evalmeter/internal/polltest"
 )
 
 // Build builds cmd/evalmeter of the module at root into the test's
@@ -70,7 +70,7 @@ func FreeAddr(t testing.TB) string {
 // WaitOK waits up to a minute for GET url to answer 200.
 func WaitOK(t testing.TB, url string) {
 	t.Helper()
-	poll.Until(t, time.Minute, url, func() error {
+	polltest.Until(t, time.Minute, url, func() error {
 		resp, err := http.Get(url)
 		if err != nil {
 			return err

@@ -22,7 +22,7 @@ import (
 	"time"
 
 	"github.com/evalmeter/evalmeter/api"
-	"github.com/evalmeter/evalmeter/internal/poll"
+	"github.com/evalmeter/evalmeter/internal/polltest"
 )
 
 // The failover test's load and schedule.
@@ -132,7 +132,7 @@ spec:
   validUntil: %q
   orderReference: PO-HA-1
 `, haCredits, validUntil)), e.kubectl, "-n", ns, "apply", "-f", "-")
-	poll.Until(t, 60*time.Second, "the agreement Active", func() error {
+	polltest.Until(t, 60*time.Second, "the agreement Active", func() error {
 		if got := kubectl("-n", ns, "get", "clientagreement", "ha-e2e", "-o", "jsonpath={.status.phase}"); got != "Active" {
 			return fmt.Errorf("phase %q", got)
 		}
@@ -246,7 +246,7 @@ spec:
 		kubectl("-n", ns, "delete", "pod", pod, "--grace-period=0", "--force", "--wait=false")
 		// Kept-alive connections to the dead pod would fail after the fault.
 		transport.CloseIdleConnections()
-		poll.Until(t, 5*time.Minute, "two API pods ready without "+pod, func() error {
+		polltest.Until(t, 5*time.Minute, "two API pods ready without "+pod, func() error {
 			out := kubectl("-n", ns, "get", "pods", "-l", "app.kubernetes.io/component=api", "-o",
 				`jsonpath={range .items[*]}{.metadata.name} {.status.containerStatuses[0].ready}{"\n"}{end}`)
 			ready := 0
@@ -469,7 +469,7 @@ func (c cnpgCluster) promoted(t *testing.T) time.Time {
 func (c cnpgCluster) waitHealthy(t *testing.T, what string, ok func(primary string) bool) time.Time {
 	t.Helper()
 	const instances = 3
-	poll.Until(t, 5*time.Minute, what+": the Cluster healthy again", func() error {
+	polltest.Until(t, 5*time.Minute, what+": the Cluster healthy again", func() error {
 		primary, ready, phase := c.status(t)
 		if ready != instances || phase != "Cluster in healthy state" || !ok(primary) {
 			return fmt.Errorf("primary %q, %d of %d instances ready, phase %q", primary, ready, instances, phase)

@@ -23,7 +23,7 @@ import (
 	"github.com/evalmeter/evalmeter/client"
 	"github.com/evalmeter/evalmeter/internal/certtest"
 	"github.com/evalmeter/evalmeter/internal/metrics"
-	"github.com/evalmeter/evalmeter/internal/poll"
+	"github.com/evalmeter/evalmeter/internal/polltest"
 	"github.com/evalmeter/evalmeter/receipt"
 )
 
@@ -145,7 +145,7 @@ spec:
 `, validUntil)), e.kubectl, "-n", ns, "apply", "-f", "-")
 	status := func(want string) {
 		t.Helper()
-		poll.Until(t, 60*time.Second, "the agreement's status "+want, func() error {
+		polltest.Until(t, 60*time.Second, "the agreement's status "+want, func() error {
 			got := kubectl("-n", ns, "get", "clientagreement", "kind-e2e", "-o",
 				"jsonpath={.status.phase} {.status.consumedHours} {.status.remainingHours}")
 			if got != want {
@@ -297,7 +297,7 @@ spec:
 	// validUntil passes: 403 on key-authenticated calls, before the credit check.
 	past := time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)
 	kubectl("-n", ns, "patch", "clientagreement", "kind-e2e", "--type", "merge", "-p", fmt.Sprintf(`{"spec":{"validUntil":%q}}`, past))
-	poll.Until(t, 60*time.Second, "403 after validUntil", func() error {
+	polltest.Until(t, 60*time.Second, "403 after validUntil", func() error {
 		code, body := call("POST", "/sessions", key, "kind-e2e-session-4", nil)
 		if code != http.StatusForbidden || !bytes.Contains(body, []byte(`"agreement_expired"`)) {
 			return fmt.Errorf("open a session: %d %s", code, body)
@@ -343,7 +343,7 @@ func (a endpoint) call(t *testing.T, method, path, bearer, idemKey string, body 
 // routing and Ingress configuration take a moment to follow a change).
 func (a endpoint) waitUntilServing(t *testing.T) {
 	t.Helper()
-	poll.Until(t, 90*time.Second, "the API at "+a.url, func() error {
+	polltest.Until(t, 90*time.Second, "the API at "+a.url, func() error {
 		status, body, err := request(a.client, "GET", a.url+"/schema", "", "", nil)
 		if err != nil {
 			return err

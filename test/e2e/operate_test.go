@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/evalmeter/evalmeter/internal/credential"
-	"github.com/evalmeter/evalmeter/internal/poll"
+	"github.com/evalmeter/evalmeter/internal/polltest"
 	"github.com/evalmeter/evalmeter/internal/proctest"
 )
 
@@ -55,7 +55,7 @@ func checkOperations(t *testing.T, e kindEnv, ns string, svc endpoint, kubectl f
 		want       int
 	}{{"no token", "", http.StatusUnauthorized}, {"an unbound ServiceAccount", stranger, http.StatusForbidden}, {"metrics-reader", scraper, http.StatusOK}} {
 		// RBAC takes a moment to reach the authorizer's cache after the binding.
-		poll.Until(t, 30*time.Second, "the controller's metrics for "+tc.who, func() error {
+		polltest.Until(t, 30*time.Second, "the controller's metrics for "+tc.who, func() error {
 			code, body, err := scrape(tc.token)
 			if err != nil || code != tc.want {
 				return fmt.Errorf("status %d, want %d: %v %.200s", code, tc.want, err, body)
@@ -79,7 +79,7 @@ spec:
 	condition := func(kind string) string {
 		return kubectl("-n", ns, "get", "clientagreement", "ops-e2e", "-o", `jsonpath={.status.conditions[?(@.type=="`+kind+`")].status}`)
 	}
-	poll.Until(t, 60*time.Second, "ops-e2e Ready", func() error {
+	polltest.Until(t, 60*time.Second, "ops-e2e Ready", func() error {
 		if got := condition("Ready"); got != "True" {
 			return fmt.Errorf("Ready %q", got)
 		}
@@ -94,7 +94,7 @@ spec:
 			t.Fatalf("session %d: %d %s", i, code, body)
 		}
 	}
-	poll.Until(t, 60*time.Second, "LowCredit at 1 hour remaining", func() error {
+	polltest.Until(t, 60*time.Second, "LowCredit at 1 hour remaining", func() error {
 		if got := condition("LowCredit"); got != "True" {
 			return fmt.Errorf("LowCredit %q", got)
 		}
@@ -123,7 +123,7 @@ spec:
 	patch := fmt.Sprintf(`{"data":{"api-key":%q}}`, base64.StdEncoding.EncodeToString([]byte(newKey)))
 	kubectl("-n", ns, "patch", "secret", "ops-e2e-api-key", "--type", "merge", "-p", patch)
 	var revokeAt time.Time
-	poll.Until(t, 60*time.Second, "status.previousAPIKeys", func() error {
+	polltest.Until(t, 60*time.Second, "status.previousAPIKeys", func() error {
 		out := kubectl("-n", ns, "get", "clientagreement", "ops-e2e", "-o", "jsonpath={.status.previousAPIKeys[0].revokeAt}")
 		revokeAt, err = time.Parse(time.RFC3339, out)
 		return err
@@ -157,7 +157,7 @@ func portForward(t *testing.T, e kindEnv, ns, target, port string) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	poll.Until(t, 30*time.Second, "kubectl port-forward "+target, func() error {
+	polltest.Until(t, 30*time.Second, "kubectl port-forward "+target, func() error {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {
 			c.Close()
@@ -180,7 +180,7 @@ func secretKey(t *testing.T, kubectl func(...string) string, ns, name string) st
 // waitEvent waits for an event of type and reason about the agreement.
 func waitEvent(t *testing.T, kubectl func(...string) string, ns, agreement, typ, reason string) {
 	t.Helper()
-	poll.Until(t, 60*time.Second, typ+" event "+reason, func() error {
+	polltest.Until(t, 60*time.Second, typ+" event "+reason, func() error {
 		out := kubectl("-n", ns, "get", "events", "--field-selector",
 			"involvedObject.name="+agreement+",type="+typ+",reason="+reason, "-o", "name")
 		if strings.TrimSpace(out) == "" {

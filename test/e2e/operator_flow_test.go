@@ -17,7 +17,7 @@ import (
 
 	"github.com/evalmeter/evalmeter/internal/envtesttest"
 	"github.com/evalmeter/evalmeter/internal/pgtest"
-	"github.com/evalmeter/evalmeter/internal/poll"
+	"github.com/evalmeter/evalmeter/internal/polltest"
 	"github.com/evalmeter/evalmeter/internal/proctest"
 )
 
@@ -74,7 +74,7 @@ func TestOperatorFlow(t *testing.T) {
 
 	// The operator hands the key over from the Secret.
 	var key string
-	poll.Until(t, 30*time.Second, "the API key Secret", func() error {
+	polltest.Until(t, 30*time.Second, "the API key Secret", func() error {
 		cmd := exec.Command(kubectl, "--kubeconfig", kubeconfig, "-n", "clients", "get", "secret", "acme-api-key", "-o", "jsonpath={.data.api-key}")
 		out, err := cmd.Output()
 		if err != nil || len(out) == 0 {
@@ -107,7 +107,7 @@ func TestOperatorFlow(t *testing.T) {
 		t.Fatalf("usage: %d %s", status, body)
 	}
 
-	poll.Until(t, 30*time.Second, "the agreement's status", func() error {
+	polltest.Until(t, 30*time.Second, "the agreement's status", func() error {
 		out := run("-n", "clients", "get", "clientagreement", "acme", "-o", "jsonpath={.status.phase} {.status.consumedHours} {.status.remainingHours}")
 		if out != "Active 1 9" {
 			return fmt.Errorf("phase, consumed, remaining = %q", out)

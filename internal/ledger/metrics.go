@@ -2,9 +2,68 @@ package ledger
 
 import (
 	"context"
+	"crypto/sha256"
+	"errors"
 	"sync"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
+
+// MetricsRecord is what a metrics request left behind for its retries.
+type MetricsRecord struct {
+	RequestSHA256 [sha256.Size]byte // digest of the canonical request
+	Metrics       []byte            // the metrics object as first answered
+}
+
+// SaveMetrics records rec under the session's client and idempotencyKey
+// unless a record is there already. It returns the record under the key
+// (rec, or the earlier one) and whether rec was stored. Two concurrent
+// calls with one key store exactly one record; the caller compares digests
+// to tell a replay (same request) from a conflict (409).
+//
+// The session must still be live: ErrSessionEnded when it has ended (its
+// key revoked), read by the statement that writes, so that a caller that
+// authenticated the session earlier (or from a cache) cannot miss a
+// revocation that committed since.
+func (s *Store) SaveMetrics(ctx context.Context, sess Session, idempotencyKey string, rec MetricsRecord, now time.Time) (MetricsRecord, bool, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	// The write waits for a concurrent one with the same key to commit, so
+	// the read of the recorded one then sees its row. Only pruning between the two
+	// can hide it: the key is free again, and the next attempt stores rec.
+	for attempt := 0; ; attempt++ {
+		w := &metricsWrite{ctx: ctx, sess: sess, idempotencyKey: idempotencyKey, rec: rec, now: now}
+		err := s.metrics.write(w)
+		switch {
+		case err != nil:
+			return MetricsRecord{}, false, err
+		case !w.live:
+			return MetricsRecord{}, false, ErrSessionEnded
+		case w.stored:
+			return rec, true, nil
+		}
+		var (
+			recorded MetricsRecord
+			digest   []byte
+		)
+		err = s.pool.QueryRow(ctx, `
+			SELECT request_sha256, metrics FROM metrics_requests
+			WHERE client_id = $1 AND idempotency_key = $2`,
+			sess.ClientID, idempotencyKey).Scan(&digest, &recorded.Metrics)
+		if errors.Is(err, pgx.ErrNoRows) && attempt < 2 {
+			continue
+		}
+		if err == nil {
+			err = s.awaitStandbys(ctx) // the record is another request's
+		}
+		if err != nil {
+			return MetricsRecord{}, false, err
+		}
+		copy(recorded.RequestSHA256[:], digest)
+		return recorded, false, nil
+	}
+}
 
 // metricsWriter writes the metrics records of concurrent requests together:
 // one statement, and so one commit, for the records that wait while an
@@ -34,11 +93,11 @@ const (
 
 // metricsWrite is one record to store, and then what the statement found.
 type metricsWrite struct {
-	ctx  context.Context
-	sess Session
-	key  string
-	rec  MetricsRecord
-	now  time.Time
+	ctx            context.Context
+	sess           Session
+	idempotencyKey string
+	rec            MetricsRecord
+	now            time.Time
 
 	live, stored bool
 	err          error
@@ -97,7 +156,7 @@ func (m *metricsWriter) take() []*metricsWrite {
 		case w.ctx.Err() != nil:
 			w.err = w.ctx.Err()
 			close(w.done)
-		case len(batch) == maxMetricsBatch || holds(batch, w):
+		case len(batch) == maxMetricsBatch || hasClientKey(batch, w):
 			rest = append(rest, w)
 		default:
 			batch = append(batch, w)
@@ -108,9 +167,11 @@ func (m *metricsWriter) take() []*metricsWrite {
 	return batch
 }
 
-func holds(batch []*metricsWrite, w *metricsWrite) bool {
+// hasClientKey reports whether batch writes under w's client and
+// idempotency key.
+func hasClientKey(batch []*metricsWrite, w *metricsWrite) bool {
 	for _, b := range batch {
-		if b.key == w.key && b.sess.ClientID == w.sess.ClientID {
+		if b.idempotencyKey == w.idempotencyKey && b.sess.ClientID == w.sess.ClientID {
 			return true
 		}
 	}
@@ -118,7 +179,7 @@ func holds(batch []*metricsWrite, w *metricsWrite) bool {
 }
 
 // writeMetrics stores each record of batch whose session is still live,
-// unless its client holds a record under its key already, in one
+// unless its client has a record under its key already, in one
 // statement, and sets each write's outcome.
 func (s *Store) writeMetrics(batch []*metricsWrite) {
 	if len(batch) == 0 {
@@ -140,9 +201,9 @@ func (s *Store) writeMetrics(batch []*metricsWrite) {
 	)
 	for i, w := range batch {
 		clients[i], keys[i], digests[i], metrics[i], times[i], sessions[i] =
-			w.sess.ClientID, w.key, w.rec.RequestSHA256[:], w.rec.Metrics, w.now, w.sess.ID
+			w.sess.ClientID, w.idempotencyKey, w.rec.RequestSHA256[:], w.rec.Metrics, w.now, w.sess.ID
 	}
-	// DO NOTHING, then a read of the holder by the caller: a replay writes
+	// DO NOTHING, then a read of the recorded one by the caller: a replay writes
 	// no tuple (a no-op DO UPDATE would). Rows go in in key order: two
 	// statements inserting the same keys in another order each lock a key
 	// the other waits for, and PostgreSQL ends one as a deadlock.

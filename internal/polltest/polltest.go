@@ -1,6 +1,6 @@
-// Package poll waits, in tests, for something that happens asynchronously:
+// Package polltest waits, in tests, for something that happens asynchronously:
 // a controller's reconcile, a process starting.
-package poll
+package polltest
 
 import (
 	"testing"

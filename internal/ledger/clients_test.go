@@ -12,42 +12,42 @@ import (
 	"github.com/evalmeter/evalmeter/internal/ledger"
 )
 
-// TestHolders: the first agreement to write a client holds it; another is
-// refused until the holder releases it, and the CLI may not change a held
+// TestOwners: the first agreement to write a client owns it; another is
+// refused until the owner releases it, and the CLI may not change an owned
 // client.
-func TestHolders(t *testing.T) {
+func TestOwners(t *testing.T) {
 	s, _ := open(t)
 	ctx := t.Context()
-	a := ledger.Holder{UID: "uid-a", Name: "team-a/acme"}
-	b := ledger.Holder{UID: "uid-b", Name: "team-b/acme"}
-	grant := func(h ledger.Holder, hours int) error {
-		_, err := s.UpsertClient(ctx, ledger.Grant{ClientID: "acme", AllocatedHours: hours, Source: "ClientAgreement " + h.Name, Holder: h}, t0)
+	a := ledger.Owner{UID: "uid-a", Name: "team-a/acme"}
+	b := ledger.Owner{UID: "uid-b", Name: "team-b/acme"}
+	grant := func(h ledger.Owner, hours int) error {
+		_, err := s.UpsertClient(ctx, ledger.Grant{ClientID: "acme", AllocatedHours: hours, Source: "ClientAgreement " + h.Name, Owner: h}, t0)
 		return err
 	}
 	must(t, grant(a, 2))
-	var held *ledger.HeldError
-	if err := grant(b, 9); !errors.As(err, &held) || held.Holder != a || ledger.Unavailable(err) {
-		t.Fatalf("a second agreement's grant: %v, want HeldError naming %v", err, a)
+	var owned *ledger.OwnedError
+	if err := grant(b, 9); !errors.As(err, &owned) || owned.Owner != a || ledger.Unavailable(err) {
+		t.Fatalf("a second agreement's grant: %v, want OwnedError naming %v", err, a)
 	}
-	if _, err := s.UpsertClient(ctx, ledger.Grant{ClientID: "acme", AllocatedHours: 5, Source: "cli"}, t0); !errors.As(err, &held) {
-		t.Errorf("the CLI changing a held client: %v, want HeldError", err)
+	if _, err := s.UpsertClient(ctx, ledger.Grant{ClientID: "acme", AllocatedHours: 5, Source: "cli"}, t0); !errors.As(err, &owned) {
+		t.Errorf("the CLI changing an owned client: %v, want OwnedError", err)
 	}
-	must(t, grant(a, 3)) // the holder still writes
+	must(t, grant(a, 3)) // the owner still writes
 	if c, _ := s.Client(ctx, "acme"); c.AllocatedHours != 3 {
-		t.Errorf("allocation %d, want the holder's 3", c.AllocatedHours)
+		t.Errorf("allocation %d, want the owner's 3", c.AllocatedHours)
 	}
 
-	// Releasing on behalf of a stale holder that is not the holder does nothing.
+	// Releasing on behalf of a stale owner that is not the owner does nothing.
 	must(t, s.ReleaseStale(ctx, "acme", b, t0))
-	if err := grant(b, 9); !errors.As(err, &held) {
-		t.Errorf("after releasing a holder that never held: %v", err)
+	if err := grant(b, 9); !errors.As(err, &owned) {
+		t.Errorf("after releasing an owner that never owned: %v", err)
 	}
 	if ok, err := s.Release(ctx, "acme", b, t0); ok || err != nil {
-		t.Errorf("Release by a non-holder: %v, %v; want false", ok, err)
+		t.Errorf("Release by a non-owner: %v, %v; want false", ok, err)
 	}
-	// The holder's release lets the other take over.
+	// The owner's release lets the other take over.
 	if ok, err := s.Release(ctx, "acme", a, t0); !ok || err != nil {
-		t.Fatalf("Release by the holder: %v, %v", ok, err)
+		t.Fatalf("Release by the owner: %v, %v", ok, err)
 	}
 	must(t, grant(b, 9))
 	if c, _ := s.Client(ctx, "acme"); c.AllocatedHours != 9 {
@@ -64,7 +64,7 @@ func TestGrantWritesOnlyChanges(t *testing.T) {
 	ctx := t.Context()
 	end := time.Date(2027, 6, 30, 23, 59, 59, 123456789, time.UTC)
 	g := ledger.Grant{ClientID: "acme", AllocatedHours: 2, ValidUntil: &end, Source: "ClientAgreement ns/acme",
-		Holder: ledger.Holder{UID: "uid", Name: "ns/acme"}}
+		Owner: ledger.Owner{UID: "uid", Name: "ns/acme"}}
 	if _, err := s.UpsertClient(ctx, g, t0); err != nil {
 		t.Fatal(err)
 	}
@@ -92,8 +92,8 @@ func TestGrantWritesOnlyChanges(t *testing.T) {
 func TestRevocationEndsSessions(t *testing.T) {
 	s, url := open(t)
 	ctx := t.Context()
-	h := ledger.Holder{UID: "uid", Name: "ns/acme"}
-	if _, err := s.UpsertClient(ctx, ledger.Grant{ClientID: "acme", AllocatedHours: 10, Source: "test", Holder: h}, t0); err != nil {
+	h := ledger.Owner{UID: "uid", Name: "ns/acme"}
+	if _, err := s.UpsertClient(ctx, ledger.Grant{ClientID: "acme", AllocatedHours: 10, Source: "test", Owner: h}, t0); err != nil {
 		t.Fatal(err)
 	}
 	k1, k2 := sha256.Sum256([]byte("one")), sha256.Sum256([]byte("two"))

@@ -16,7 +16,7 @@ import (
 	evalmeterv1alpha1 "github.com/evalmeter/evalmeter/api/v1alpha1"
 	"github.com/evalmeter/evalmeter/internal/credential"
 	"github.com/evalmeter/evalmeter/internal/ledger"
-	"github.com/evalmeter/evalmeter/internal/poll"
+	"github.com/evalmeter/evalmeter/internal/polltest"
 )
 
 // TestAgreementMetrics: the per-agreement gauges follow the ledger, errors
@@ -50,7 +50,7 @@ func TestAgreementMetrics(t *testing.T) {
 		{"evalmeter_agreement_phase", map[string]string{"phase": "Exhausted"}, 0},
 		{"evalmeter_agreement_valid_until_timestamp_seconds", nil, float64(end.Unix())},
 	}
-	poll.Until(t, wait, "the agreement's gauges", func() error {
+	polltest.Until(t, wait, "the agreement's gauges", func() error {
 		for _, w := range want {
 			l := map[string]string{"__name__": w.name}
 			for k, v := range labels {
@@ -76,7 +76,7 @@ func TestAgreementMetrics(t *testing.T) {
 	if err := k8sClient.Delete(ctx, get(t, ns, "metered")); err != nil {
 		t.Fatal(err)
 	}
-	poll.Until(t, wait, "the agreement's series gone", func() error {
+	polltest.Until(t, wait, "the agreement's series gone", func() error {
 		if v, ok := metricValue(t, map[string]string{"__name__": "evalmeter_agreement_hours", "namespace": ns, "name": "metered", "client_id": "acme-metrics", "kind": "remaining"}); ok {
 			return fmt.Errorf("still exported: %v", v)
 		}
@@ -153,7 +153,7 @@ func TestLowCredit(t *testing.T) {
 	spend("acme-low-default", 2) // 2 left: above the default of 1
 	lowCredit := func(name string, want metav1.ConditionStatus) {
 		t.Helper()
-		poll.Until(t, wait, name+" LowCredit "+string(want), func() error {
+		polltest.Until(t, wait, name+" LowCredit "+string(want), func() error {
 			c := meta.FindStatusCondition(get(t, ns, name).Status.Conditions, evalmeterv1alpha1.ConditionLowCredit)
 			if c == nil || c.Status != want {
 				return fmt.Errorf("%+v", c)
@@ -163,7 +163,7 @@ func TestLowCredit(t *testing.T) {
 	}
 	lowCredit("own", metav1.ConditionTrue)
 	event(t, ns, "own", "LowCredit")
-	poll.Until(t, wait, "default: 2 remaining", func() error {
+	polltest.Until(t, wait, "default: 2 remaining", func() error {
 		if r := get(t, ns, "default").Status.RemainingHours; r != 2 {
 			return fmt.Errorf("remaining %d", r)
 		}
