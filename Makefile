@@ -97,7 +97,7 @@ stats-vectors: ## Regenerate stats/testdata/compare-vectors.json with hack/stats
 .PHONY: bench
 bench: $(LOCALBIN) ## Benchmark the engine beside JSON validators (encoding/json, sonic, go-json, simdjson-go) and SHA-256 on a 130 KB request; print the ratios.
 	$(GO) test -run '^$$' -bench '^BenchmarkCompute$$' -benchmem -count $(BENCHCOUNT) ./internal/metrics | tee $(LOCALBIN)/bench-engine.txt
-	$(GO) run ./hack/benchratio -target Compute/engine -max-allocs 100 \
+	$(GO) run ./hack/bench/benchratio -target Compute/engine -max-allocs 100 \
 		-baseline 'Compute/json.Valid<=0.6' -baseline 'Compute/sonic.Valid<=2.5' -baseline 'Compute/json.Unmarshal-map<=0.5' \
 		-baseline Compute/go-json.Valid -baseline Compute/sha256 \
 		$$(grep -q '^BenchmarkCompute/simdjson.Parse' $(LOCALBIN)/bench-engine.txt && echo -baseline Compute/simdjson.Parse) \
@@ -105,11 +105,11 @@ bench: $(LOCALBIN) ## Benchmark the engine beside JSON validators (encoding/json
 
 .PHONY: bench-api
 bench-api: ## Load the API on loopback (real server and durable PostgreSQL) beside a json.Valid reference handler; print throughput, p50/p99, CPU per request (API and PostgreSQL), session opens/s, and throughput at 1, 2 and 4 API processes where the machine has the cores.
-	$(GO) run ./hack/loadtest -duration 10s -concurrency 32 -replicas 1,2,4
+	$(GO) run ./hack/bench/loadtest -duration 10s -concurrency 32 -replicas 1,2,4
 
 .PHONY: bench-convert
 bench-convert: ## Convert a generated 200 MB Inspect AI log (.json, and as an .eval zip) and 200 MB of OTLP JSON lines beside Python's json.load of them; print wall times, peak RSS and the ratios.
-	$(GO) run ./hack/convertbench -size 200 -runs 3
+	$(GO) run ./hack/bench/convertbench -size 200 -runs 3
 
 ##@ Build
 
