@@ -67,11 +67,11 @@ unit: ## Run the unit and integration tests (real PostgreSQL, kube-apiserver and
 	@test -x $(LOCALBIN)/promtool || $(MAKE) promtool
 	@# The same for the release of make dist that ./ci's tests install (EVALMETER_TEST_RELEASE).
 	$(MAKE) -s dist DIST_DIR=$(LOCALBIN)/test-release PLATFORMS=$$($(GO) env GOOS)/$$($(GO) env GOARCH) VERSION=v0.0.0-test
-	EVALMETER_TEST_RELEASE=$(LOCALBIN)/test-release KUBEBUILDER_ASSETS="$$(hack/envtest.sh)" $(GO) test -race -count=1 -coverprofile cover.out ./...
+	EVALMETER_TEST_RELEASE=$(LOCALBIN)/test-release KUBEBUILDER_ASSETS="$$(hack/offline/envtest.sh)" $(GO) test -race -count=1 -coverprofile cover.out ./...
 
 .PHONY: envtest
 envtest: ## Build the kube-apiserver and etcd of envtest from source, once (cached in bin/k8s); print their directory.
-	@hack/envtest.sh
+	@hack/offline/envtest.sh
 
 .PHONY: test-e2e
 test-e2e: ## Install the chart on a new kind cluster and run the client flow through it (hack/e2e.sh: Docker, root when offline).
@@ -148,8 +148,8 @@ promtool: $(LOCALBIN) ## Build bin/promtool from the module proxy at go.mod's Pr
 		-ldflags "-s -w -X github.com/prometheus/common/version.Version=$$(cat VERSION)" -o $(LOCALBIN)/promtool ./cmd/promtool
 
 .PHONY: image
-image: ## Build the container image IMAGE (default evalmeter:dev) without pulling anything (hack/image.sh; starts hack/docker.sh's engine when needed).
-	GO=$(GO) hack/image.sh
+image: ## Build the container image IMAGE (default evalmeter:dev) without pulling anything (hack/offline/image.sh; starts hack/offline/docker.sh's engine when needed).
+	GO=$(GO) hack/offline/image.sh
 
 .PHONY: run
 run: build ## Run the API on localhost:8080 with a throwaway PostgreSQL and a dev client; Ctrl-C stops it.

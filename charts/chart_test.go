@@ -45,9 +45,9 @@ func TestMain(m *testing.M) {
 func run(m *testing.M) int {
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
 	if assets == "" {
-		out, err := exec.Command(filepath.Join("..", "hack", "envtest.sh")).Output()
+		out, err := exec.Command(filepath.Join("..", "hack", "offline", "envtest.sh")).Output()
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "hack/envtest.sh:", err)
+			fmt.Fprintln(os.Stderr, "hack/offline/envtest.sh:", err)
 			return 1
 		}
 		assets = strings.TrimSpace(string(out))

@@ -189,13 +189,13 @@ func newEnvtest() (*envtest.Environment, error) {
 	}, nil
 }
 
-// envtestAssets is KUBEBUILDER_ASSETS, or the directory hack/envtest.sh
+// envtestAssets is KUBEBUILDER_ASSETS, or the directory hack/offline/envtest.sh
 // builds the binaries into.
 func envtestAssets() (string, error) {
 	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
 		return dir, nil
 	}
-	cmd := exec.Command(filepath.Join("..", "hack", "envtest.sh"))
+	cmd := exec.Command(filepath.Join("..", "hack", "offline", "envtest.sh"))
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	return strings.TrimSpace(string(out)), err

@@ -4,17 +4,17 @@
 # make test-e2e-ha (E2E_SUITE=ha): the same with a CloudNativePG ledger, failed over
 # under load (test/e2e/ha_test.go).
 #
-#   1. A Docker engine: DOCKER_HOST when it answers, else hack/docker.sh's (root).
+#   1. A Docker engine: DOCKER_HOST when it answers, else hack/offline/docker.sh's (root).
 #   2. Online or offline: online when Docker Hub answers (E2E_OFFLINE=1 or 0 decides).
 #      - online:  kind's published node image; the node pulls the chart's postgres image.
-#      - offline: hack/kind/build-node-image.sh and hack/kind/postgres-image.sh build both
+#      - offline: hack/offline/build-node-image.sh and hack/offline/postgres-image.sh build both
 #                 here (root, Debian mirror, Go module proxy), loaded with kind load.
 #      E2E_NODE_IMAGE overrides the node image in either mode.
-#   3. evalmeter's image (hack/image.sh, nothing pulled), kind, helm and kubectl.
-#   4. Traefik's image (hack/kind/traefik-image.sh: built from the Go module proxy), the
-#      ingress controller the test deploys from hack/kind/traefik.yaml.
+#   3. evalmeter's image (hack/offline/image.sh, nothing pulled), kind, helm and kubectl.
+#   4. Traefik's image (hack/offline/traefik-image.sh: built from the Go module proxy), the
+#      ingress controller the test deploys from test/e2e/testdata/traefik.yaml.
 #      ha: CloudNativePG's operator and PostgreSQL images instead, offline built here
-#      (hack/kind/cnpg-operator-image.sh, hack/kind/cnpg-postgres-image.sh), online the
+#      (hack/offline/cnpg-operator-image.sh, hack/offline/cnpg-postgres-image.sh), online the
 #      published ones.
 #   5. A new kind cluster $KIND_CLUSTER (default evalmeter-e2e) with one node whose node
 #      ports are published on the host: 30080 (the API's Service) on 127.0.0.1:$E2E_PORT
@@ -28,8 +28,8 @@
 # Caches: bin/ (kind, helm, kubectl, node image inputs) and the Docker engine's store; a
 # second run skips every build.
 set -euo pipefail
-# shellcheck source=hack/kind/lib.sh
-. "$(dirname "${BASH_SOURCE[0]}")/kind/lib.sh"
+# shellcheck source=hack/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root=$PWD
 
@@ -60,7 +60,7 @@ t0=$SECONDS
 
 # ---- 1. Docker ----
 if ! timeout 10 docker info >/dev/null 2>&1; then
-	line=$(hack/docker.sh start) || die "no Docker engine: DOCKER_HOST does not answer and hack/docker.sh start failed"
+	line=$(hack/offline/docker.sh start) || die "no Docker engine: DOCKER_HOST does not answer and hack/offline/docker.sh start failed"
 	export "${line?}"
 fi
 log "Docker engine: ${DOCKER_HOST:-default}"
@@ -87,12 +87,12 @@ if [ "$suite" = ha ]; then
 fi
 if [ "$offline" = 1 ]; then
 	log "offline: building the node and PostgreSQL images here (cached)"
-	[ -n "$node_image" ] || node_image=$(step "node image" hack/kind/build-node-image.sh)
+	[ -n "$node_image" ] || node_image=$(step "node image" hack/offline/build-node-image.sh)
 	if [ "$suite" = ha ]; then
-		cnpg_operator_image=$(step "CloudNativePG operator image" env GO="$go" hack/kind/cnpg-operator-image.sh)
-		cnpg_postgres_image=$(step "CloudNativePG PostgreSQL image" hack/kind/cnpg-postgres-image.sh)
+		cnpg_operator_image=$(step "CloudNativePG operator image" env GO="$go" hack/offline/cnpg-operator-image.sh)
+		cnpg_postgres_image=$(step "CloudNativePG PostgreSQL image" hack/offline/cnpg-postgres-image.sh)
 	else
-		postgres_image=$(step "PostgreSQL image" hack/kind/postgres-image.sh)
+		postgres_image=$(step "PostgreSQL image" hack/offline/postgres-image.sh)
 	fi
 else
 	log "online: kind's published node image; the node pulls the chart's PostgreSQL images"
@@ -104,12 +104,12 @@ if ! { [ -x "$kind" ] && "$kind" version 2>/dev/null | grep -q "^kind $KIND_VERS
 fi
 step "helm" make --no-print-directory helm >&2
 helm=$root/bin/helm
-kubectl=$(hack/envtest.sh)/kubectl
-step "evalmeter image" env IMAGE="$image" GO="$go" hack/image.sh >/dev/null
+kubectl=$(hack/offline/envtest.sh)/kubectl
+step "evalmeter image" env IMAGE="$image" GO="$go" hack/offline/image.sh >/dev/null
 traefik_image=
 if [ "$suite" = kind ]; then
-	traefik_image=$(step "Traefik image" env GO="$go" hack/kind/traefik-image.sh)
-	grep -q "image: $traefik_image\$" hack/kind/traefik.yaml || die "hack/kind/traefik.yaml does not run $traefik_image"
+	traefik_image=$(step "Traefik image" env GO="$go" hack/offline/traefik-image.sh)
+	grep -q "image: $traefik_image\$" test/e2e/testdata/traefik.yaml || die "test/e2e/testdata/traefik.yaml does not run $traefik_image"
 fi
 
 # ---- 5. cluster ----
@@ -130,7 +130,7 @@ config=$out/$cluster.yaml
 	echo 'kind: Cluster'
 	echo 'apiVersion: kind.x-k8s.io/v1alpha4'
 	if [ "$offline" = 1 ]; then
-		# the offline node image's CNI is a one-node bridge (hack/kind/cluster.yaml)
+		# the offline node image's CNI is a one-node bridge (hack/offline/cluster.yaml)
 		printf 'networking:\n  disableDefaultCNI: true\n  podSubnet: 10.244.0.0/16\n'
 	fi
 	echo 'nodes:'

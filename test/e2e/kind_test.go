@@ -242,7 +242,7 @@ spec:
 	// helm upgrade to the production shape: TLS at an Ingress (Traefik), the
 	// API Service back to ClusterIP. The generated database and token secrets
 	// are kept, so the ledger and open sessions carry over.
-	kubectl("apply", "-f", filepath.Join(repo, "hack", "kind", "traefik.yaml"))
+	kubectl("apply", "-f", filepath.Join(repo, "test", "e2e", "testdata", "traefik.yaml"))
 	kubectl("-n", "traefik", "rollout", "status", "deployment/traefik", "--timeout=2m")
 	const host = "evalmeter.e2e.test"
 	certFile, keyFile, ingressRoots := selfSignedCert(t, host)

@@ -32,11 +32,11 @@ const repo = "../.."
 // reads its usage; the agreement's status shows the credit consumed.
 func TestOperatorFlow(t *testing.T) {
 	assets := envtestAssets(t)
-	// hack/envtest.sh builds a kubectl of the API server's version beside it.
+	// hack/offline/envtest.sh builds a kubectl of the API server's version beside it.
 	kubectl := filepath.Join(assets, "kubectl")
 	if _, err := os.Stat(kubectl); err != nil {
 		if kubectl, err = exec.LookPath("kubectl"); err != nil {
-			t.Fatal("no kubectl in KUBEBUILDER_ASSETS nor on PATH; run hack/envtest.sh")
+			t.Fatal("no kubectl in KUBEBUILDER_ASSETS nor on PATH; run hack/offline/envtest.sh")
 		}
 	}
 	bin := proctest.Build(t, repo)
@@ -135,16 +135,16 @@ func TestOperatorFlow(t *testing.T) {
 	}
 }
 
-// envtestAssets is KUBEBUILDER_ASSETS, or the directory hack/envtest.sh
+// envtestAssets is KUBEBUILDER_ASSETS, or the directory hack/offline/envtest.sh
 // builds kube-apiserver, etcd and kubectl into.
 func envtestAssets(t *testing.T) string {
 	t.Helper()
 	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
 		return dir
 	}
-	out, err := exec.Command(filepath.Join(repo, "hack", "envtest.sh")).Output()
+	out, err := exec.Command(filepath.Join(repo, "hack", "offline", "envtest.sh")).Output()
 	if err != nil {
-		t.Fatalf("hack/envtest.sh: %v", err)
+		t.Fatalf("hack/offline/envtest.sh: %v", err)
 	}
 	return strings.TrimSpace(string(out))
 }
