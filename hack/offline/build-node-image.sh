@@ -341,9 +341,10 @@ import_node_image() {
 # stamp: what the image was made from
 stamp=$( (
 	echo "$KIND_VERSION $k8s_version $packages"
-	sha256sum "$bins"/* "$pause" "$runc_wrapper" "$imgdir"/*.tar
-	find "$here/files" -type f -exec sha256sum {} + | sort
-	sha256sum "${BASH_SOURCE[0]}" "$here/lib.sh"
+	contents "${BASH_SOURCE[0]}" "$here/lib.sh"
+	# paths relative to bin/kind and hack/offline: the same in every checkout
+	cd "$out" && sha256sum "${bins#"$out/"}"/* "${pause#"$out/"}" "${runc_wrapper#"$out/"}" "${imgdir#"$out/"}"/*.tar
+	cd "$here" && find files -type f -exec sha256sum {} + | sort
 ) | sha256sum | cut -d' ' -f1)
 if [ "${FORCE:-}" = 1 ] || [ "$(cat "$out/node-image.stamp" 2>/dev/null)" != "$stamp $image" ] ||
 	! docker image inspect "$image" >/dev/null 2>&1; then

@@ -36,7 +36,7 @@ image=evalmeter.local/cnpg-postgresql:15.$pg_minor
 
 stamp=$( (
 	echo "$image $version"
-	sha256sum "${BASH_SOURCE[0]}" "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+	contents "${BASH_SOURCE[0]}" "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 ) | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$out/cnpg-postgres-image.stamp" 2>/dev/null)" = "$stamp" ] && docker image inspect "$image" >/dev/null 2>&1; then
 	echo "$image"

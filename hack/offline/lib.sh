@@ -73,6 +73,13 @@ copy_with_libs() {
 	done
 }
 
+# contents FILE...: the SHA-256 of each FILE's contents, a line each, without its path: a
+# cache stamp made of them stays valid when the checkout moves (another worktree).
+contents() {
+	local f
+	for f; do sha256sum <"$f"; done
+}
+
 # image_id REF: the ID of the image REF names, if any.
 image_id() { docker image inspect -f '{{.Id}}' "$1" 2>/dev/null || true; }
 

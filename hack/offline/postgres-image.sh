@@ -33,7 +33,7 @@ image=evalmeter.local/postgres:15.$pg_minor
 
 stamp=$( (
 	echo "$image $version"
-	sha256sum "${BASH_SOURCE[0]}" "$here/lib.sh" "$here/files-postgres/entrypoint.sh"
+	contents "${BASH_SOURCE[0]}" "$here/lib.sh" "$here/files-postgres/entrypoint.sh"
 ) | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$out/postgres-image.stamp" 2>/dev/null)" = "$stamp" ] && docker image inspect "$image" >/dev/null 2>&1; then
 	echo "$image"

@@ -38,7 +38,7 @@ build_binary() {
 [ -x "$bin" ] && "$bin" version 2>/dev/null | grep -q "$version" ||
 	step "building traefik $version (minutes the first time)" build_binary
 
-stamp=$(sha256sum "$bin" "${BASH_SOURCE[0]}" "$(dirname "${BASH_SOURCE[0]}")/lib.sh" | sha256sum | cut -d' ' -f1)
+stamp=$(contents "$bin" "${BASH_SOURCE[0]}" "$(dirname "${BASH_SOURCE[0]}")/lib.sh" | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$out/traefik-image.stamp" 2>/dev/null)" != "$stamp" ] || ! docker image inspect "$image" >/dev/null 2>&1; then
 	build_image() {
 		local d=$out/work-traefik old_id
