@@ -109,7 +109,7 @@ done
 # fails now and then when kubectl gets SIGPIPE: so do not call it when not needed.)
 etcd_version=$(awk '$1 == "go.etcd.io/etcd/server/v3" { print $2; exit }' "$root/hack/offline/tools/envtest/etcd/go.mod")
 etcd=$root/bin/k8s/${k8s_version#v}-linux-amd64/etcd
-if ! { [ -x "$etcd" ] && "$etcd" --version 2>/dev/null | grep -qxF "etcd Version: ${etcd_version#v}"; }; then
+if ! { [ -x "$etcd" ] && grep -qxF "etcd Version: ${etcd_version#v}" <<<"$("$etcd" --version 2>/dev/null)"; }; then
 	etcd=$("$root/hack/offline/envtest.sh")/etcd
 fi
 [ -x "$etcd" ] || die "no $etcd"

@@ -35,7 +35,9 @@ build_binary() {
 		-o "$bin.tmp" github.com/traefik/traefik/v3/cmd/traefik)
 	mv -f "$bin.tmp" "$bin"
 }
-[ -x "$bin" ] && "$bin" version 2>/dev/null | grep -q "$version" ||
+# (the output read whole: grep -q stopping at the first line, traefik dies of SIGPIPE
+# writing the next ones, and pipefail took that for a stale binary)
+[ -x "$bin" ] && grep -q "$version" <<<"$("$bin" version 2>/dev/null)" ||
 	step "building traefik $version (minutes the first time)" build_binary
 
 stamp=$(contents "$bin" "${BASH_SOURCE[0]}" "$(dirname "${BASH_SOURCE[0]}")/lib.sh" | sha256sum | cut -d' ' -f1)
