@@ -3,7 +3,7 @@
 #   docker build -t evalmeter:dev .
 #
 # Machines with no image registry build the same image without pulling anything
-# with `make image` (hack/image.sh): same flags, same user, same entrypoint.
+# with `make image` (hack/offline/image.sh): same flags, same user, same entrypoint.
 #
 # One static binary (no cgo) on distroless static: CA certificates, /etc/passwd
 # with nonroot (65532), /tmp, and nothing else (no shell).

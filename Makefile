@@ -67,11 +67,11 @@ unit: ## Run the unit and integration tests (real PostgreSQL, kube-apiserver and
 	@test -x $(LOCALBIN)/promtool || $(MAKE) promtool
 	@# The same for the release of make dist that ./ci's tests install (EVALMETER_TEST_RELEASE).
 	$(MAKE) -s dist DIST_DIR=$(LOCALBIN)/test-release PLATFORMS=$$($(GO) env GOOS)/$$($(GO) env GOARCH) VERSION=v0.0.0-test
-	EVALMETER_TEST_RELEASE=$(LOCALBIN)/test-release KUBEBUILDER_ASSETS="$$(hack/envtest.sh)" $(GO) test -race -count=1 -coverprofile cover.out ./...
+	EVALMETER_TEST_RELEASE=$(LOCALBIN)/test-release KUBEBUILDER_ASSETS="$$(hack/offline/envtest.sh)" $(GO) test -race -count=1 -coverprofile cover.out ./...
 
 .PHONY: envtest
 envtest: ## Build the kube-apiserver and etcd of envtest from source, once (cached in bin/k8s); print their directory.
-	@hack/envtest.sh
+	@hack/offline/envtest.sh
 
 .PHONY: test-e2e
 test-e2e: ## Install the chart on a new kind cluster and run the client flow through it (hack/e2e.sh: Docker, root when offline).
@@ -97,7 +97,7 @@ stats-vectors: ## Regenerate stats/testdata/compare-vectors.json with hack/stats
 .PHONY: bench
 bench: $(LOCALBIN) ## Benchmark the engine beside JSON validators (encoding/json, sonic, go-json, simdjson-go) and SHA-256 on a 130 KB request; print the ratios.
 	$(GO) test -run '^$$' -bench '^BenchmarkCompute$$' -benchmem -count $(BENCHCOUNT) ./internal/metrics | tee $(LOCALBIN)/bench-engine.txt
-	$(GO) run ./hack/benchratio -target Compute/engine -max-allocs 100 \
+	$(GO) run ./hack/bench/benchratio -target Compute/engine -max-allocs 100 \
 		-baseline 'Compute/json.Valid<=0.6' -baseline 'Compute/sonic.Valid<=2.5' -baseline 'Compute/json.Unmarshal-map<=0.5' \
 		-baseline Compute/go-json.Valid -baseline Compute/sha256 \
 		$$(grep -q '^BenchmarkCompute/simdjson.Parse' $(LOCALBIN)/bench-engine.txt && echo -baseline Compute/simdjson.Parse) \
@@ -105,11 +105,11 @@ bench: $(LOCALBIN) ## Benchmark the engine beside JSON validators (encoding/json
 
 .PHONY: bench-api
 bench-api: ## Load the API on loopback (real server and durable PostgreSQL) beside a json.Valid reference handler; print throughput, p50/p99, CPU per request (API and PostgreSQL), session opens/s, and throughput at 1, 2 and 4 API processes where the machine has the cores.
-	$(GO) run ./hack/loadtest -duration 10s -concurrency 32 -replicas 1,2,4
+	$(GO) run ./hack/bench/loadtest -duration 10s -concurrency 32 -replicas 1,2,4
 
 .PHONY: bench-convert
 bench-convert: ## Convert a generated 200 MB Inspect AI log (.json, and as an .eval zip) and 200 MB of OTLP JSON lines beside Python's json.load of them; print wall times, peak RSS and the ratios.
-	$(GO) run ./hack/convertbench -size 200 -runs 3
+	$(GO) run ./hack/bench/convertbench -size 200 -runs 3
 
 ##@ Build
 
@@ -148,8 +148,8 @@ promtool: $(LOCALBIN) ## Build bin/promtool from the module proxy at go.mod's Pr
 		-ldflags "-s -w -X github.com/prometheus/common/version.Version=$$(cat VERSION)" -o $(LOCALBIN)/promtool ./cmd/promtool
 
 .PHONY: image
-image: ## Build the container image IMAGE (default evalmeter:dev) without pulling anything (hack/image.sh; starts hack/docker.sh's engine when needed).
-	GO=$(GO) hack/image.sh
+image: ## Build the container image IMAGE (default evalmeter:dev) without pulling anything (hack/offline/image.sh; starts hack/offline/docker.sh's engine when needed).
+	GO=$(GO) hack/offline/image.sh
 
 .PHONY: run
 run: build ## Run the API on localhost:8080 with a throwaway PostgreSQL and a dev client; Ctrl-C stops it.

@@ -4,7 +4,7 @@
 # Plain go build: no cgo, no toolchain beyond Go's own cross-compiler. The build
 # tag customer leaves out the server's roles and the operator's commands: the
 # customer's binary carries no server, ledger or Kubernetes code. The image
-# (Dockerfile, hack/image.sh) holds the full binary.
+# (Dockerfile, hack/offline/image.sh) holds the full binary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}

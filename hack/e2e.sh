@@ -4,18 +4,23 @@
 # make test-e2e-ha (E2E_SUITE=ha): the same with a CloudNativePG ledger, failed over
 # under load (test/e2e/ha_test.go).
 #
-#   1. A Docker engine: DOCKER_HOST when it answers, else hack/docker.sh's (root).
+#   1. A Docker engine: DOCKER_HOST when it answers, else hack/offline/docker.sh's (root).
 #   2. Online or offline: online when Docker Hub answers (E2E_OFFLINE=1 or 0 decides).
-#      - online:  kind's published node image; the node pulls the chart's postgres image.
-#      - offline: hack/kind/build-node-image.sh and hack/kind/postgres-image.sh build both
-#                 here (root, Debian mirror, Go module proxy), loaded with kind load.
-#      E2E_NODE_IMAGE overrides the node image in either mode.
-#   3. evalmeter's image (hack/image.sh, nothing pulled), kind, helm and kubectl.
-#   4. Traefik's image (hack/kind/traefik-image.sh: built from the Go module proxy), the
-#      ingress controller the test deploys from hack/kind/traefik.yaml.
-#      ha: CloudNativePG's operator and PostgreSQL images instead, offline built here
-#      (hack/kind/cnpg-operator-image.sh, hack/kind/cnpg-postgres-image.sh), online the
-#      published ones.
+#      - online:  kind's published node image; the node pulls the chart's PostgreSQL
+#                 image, Traefik's (test/e2e/testdata/traefik.yaml) and, for ha,
+#                 CloudNativePG's: none of these is built here.
+#      - offline: hack/offline/ builds them all here (root, Debian mirror, Go module
+#                 proxy; see hack/offline/README.md), loaded with kind load:
+#                 build-node-image.sh, postgres-image.sh, traefik-image.sh (run by a copy
+#                 of traefik.yaml), ha: cnpg-operator-image.sh, cnpg-postgres-image.sh.
+#      E2E_NODE_IMAGE overrides the node image in either mode: the node image factory
+#      does not run.
+#   3. evalmeter's image (hack/offline/image.sh: a go build, docker import, nothing
+#      pulled), kind and helm (Go module proxy), kubectl (KUBECTL, else
+#      hack/offline/envtest.sh's, which make test builds too).
+#   4. Traefik, the ingress controller the test deploys: test/e2e/testdata/traefik.yaml,
+#      offline a copy of it in bin/kind/ that runs the image built here
+#      (E2E_TRAEFIK_MANIFEST).
 #   5. A new kind cluster $KIND_CLUSTER (default evalmeter-e2e) with one node whose node
 #      ports are published on the host: 30080 (the API's Service) on 127.0.0.1:$E2E_PORT
 #      (default 38443) and 30443 (Traefik's HTTPS) on 127.0.0.1:$E2E_INGRESS_PORT (38444).
@@ -28,8 +33,8 @@
 # Caches: bin/ (kind, helm, kubectl, node image inputs) and the Docker engine's store; a
 # second run skips every build.
 set -euo pipefail
-# shellcheck source=hack/kind/lib.sh
-. "$(dirname "${BASH_SOURCE[0]}")/kind/lib.sh"
+# shellcheck source=hack/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root=$PWD
 
@@ -60,7 +65,7 @@ t0=$SECONDS
 
 # ---- 1. Docker ----
 if ! timeout 10 docker info >/dev/null 2>&1; then
-	line=$(hack/docker.sh start) || die "no Docker engine: DOCKER_HOST does not answer and hack/docker.sh start failed"
+	line=$(hack/offline/docker.sh start) || die "no Docker engine: DOCKER_HOST does not answer and hack/offline/docker.sh start failed"
 	export "${line?}"
 fi
 log "Docker engine: ${DOCKER_HOST:-default}"
@@ -75,6 +80,7 @@ if [ -z "$offline" ]; then
 	fi
 fi
 node_image=${E2E_NODE_IMAGE:-}
+traefik_image=
 postgres_image=
 cnpg_manifest=
 cnpg_operator_image=
@@ -86,16 +92,17 @@ if [ "$suite" = ha ]; then
 		die "$cnpg_manifest names no ghcr.io/cloudnative-pg/cloudnative-pg image"
 fi
 if [ "$offline" = 1 ]; then
-	log "offline: building the node and PostgreSQL images here (cached)"
-	[ -n "$node_image" ] || node_image=$(step "node image" hack/kind/build-node-image.sh)
+	log "offline: building the images here (hack/offline, cached)"
+	[ -n "$node_image" ] || node_image=$(step "node image" hack/offline/build-node-image.sh)
 	if [ "$suite" = ha ]; then
-		cnpg_operator_image=$(step "CloudNativePG operator image" env GO="$go" hack/kind/cnpg-operator-image.sh)
-		cnpg_postgres_image=$(step "CloudNativePG PostgreSQL image" hack/kind/cnpg-postgres-image.sh)
+		cnpg_operator_image=$(step "CloudNativePG operator image" env GO="$go" hack/offline/cnpg-operator-image.sh)
+		cnpg_postgres_image=$(step "CloudNativePG PostgreSQL image" hack/offline/cnpg-postgres-image.sh)
 	else
-		postgres_image=$(step "PostgreSQL image" hack/kind/postgres-image.sh)
+		postgres_image=$(step "PostgreSQL image" hack/offline/postgres-image.sh)
+		traefik_image=$(step "Traefik image" env GO="$go" hack/offline/traefik-image.sh)
 	fi
 else
-	log "online: kind's published node image; the node pulls the chart's PostgreSQL images"
+	log "online: node image ${node_image:-(kind default)}; the node pulls the PostgreSQL, Traefik and CloudNativePG images"
 fi
 
 # ---- 3. tools and evalmeter's image ----
@@ -104,12 +111,23 @@ if ! { [ -x "$kind" ] && "$kind" version 2>/dev/null | grep -q "^kind $KIND_VERS
 fi
 step "helm" make --no-print-directory helm >&2
 helm=$root/bin/helm
-kubectl=$(hack/envtest.sh)/kubectl
-step "evalmeter image" env IMAGE="$image" GO="$go" hack/image.sh >/dev/null
-traefik_image=
+kubectl=${KUBECTL:-}
+[ -n "$kubectl" ] || kubectl=$(hack/offline/envtest.sh)/kubectl
+step "evalmeter image" env IMAGE="$image" GO="$go" hack/offline/image.sh >/dev/null
+
+# ---- 4. Traefik's manifest: offline, a copy that runs the image built here ----
+traefik_manifest=
 if [ "$suite" = kind ]; then
-	traefik_image=$(step "Traefik image" env GO="$go" hack/kind/traefik-image.sh)
-	grep -q "image: $traefik_image\$" hack/kind/traefik.yaml || die "hack/kind/traefik.yaml does not run $traefik_image"
+	traefik_manifest=$out/$cluster-traefik.yaml
+	published=$(sed -n 's|^ *image: *\(docker\.io/library/traefik:.*\)$|\1|p' test/e2e/testdata/traefik.yaml)
+	[ -n "$published" ] || die "test/e2e/testdata/traefik.yaml runs no docker.io/library/traefik image"
+	if [ -n "$traefik_image" ]; then
+		[ "${traefik_image##*:}" = "${published##*:}" ] ||
+			die "hack/offline/traefik-image.sh built $traefik_image, test/e2e/testdata/traefik.yaml runs $published"
+		sed "s|image: $published\$|image: $traefik_image|" test/e2e/testdata/traefik.yaml >"$traefik_manifest"
+	else
+		cp test/e2e/testdata/traefik.yaml "$traefik_manifest"
+	fi
 fi
 
 # ---- 5. cluster ----
@@ -130,7 +148,7 @@ config=$out/$cluster.yaml
 	echo 'kind: Cluster'
 	echo 'apiVersion: kind.x-k8s.io/v1alpha4'
 	if [ "$offline" = 1 ]; then
-		# the offline node image's CNI is a one-node bridge (hack/kind/cluster.yaml)
+		# the offline node image's CNI is a one-node bridge (hack/offline/cluster.yaml)
 		printf 'networking:\n  disableDefaultCNI: true\n  podSubnet: 10.244.0.0/16\n'
 	fi
 	echo 'nodes:'
@@ -171,5 +189,6 @@ log "ready in $((SECONDS - t0))s; running test/e2e $tests"
 KUBECONFIG=$kubeconfig KUBECTL=$kubectl HELM=$helm \
 	E2E_API_URL=https://127.0.0.1:$port E2E_NODE_PORT=$node_port E2E_INGRESS_ADDR=127.0.0.1:$ingress_port \
 	E2E_IMAGE=$image E2E_POSTGRES_IMAGE=$postgres_image E2E_CNPG_POSTGRES_IMAGE=$cnpg_postgres_image \
+	E2E_TRAEFIK_MANIFEST=$traefik_manifest \
 	"$go" test -tags e2e -count=1 -v -timeout 30m -run "$tests" ./test/e2e
 log "passed in $((SECONDS - t0))s"

@@ -1,6 +1,6 @@
 // Package envtesttest starts a real kube-apiserver and etcd for tests
 // (controller-runtime's envtest), from the binaries in KUBEBUILDER_ASSETS or,
-// when it is unset, those hack/envtest.sh builds.
+// when it is unset, those hack/offline/envtest.sh builds.
 //
 // A test that wants an API server of its own:
 //
@@ -26,7 +26,7 @@ import (
 )
 
 // Assets returns KUBEBUILDER_ASSETS or, when it is unset, the directory that
-// hack/envtest.sh, of the module holding the working directory, builds
+// hack/offline/envtest.sh, of the module holding the working directory, builds
 // kube-apiserver, etcd and kubectl into (the first build takes minutes; its
 // progress goes to stderr).
 func Assets() (string, error) {
@@ -37,11 +37,11 @@ func Assets() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	cmd := exec.Command(filepath.Join(root, "hack", "envtest.sh"))
+	cmd := exec.Command(filepath.Join(root, "hack", "offline", "envtest.sh"))
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("envtesttest: hack/envtest.sh: %w", err)
+		return "", fmt.Errorf("envtesttest: hack/offline/envtest.sh: %w", err)
 	}
 	return strings.TrimSpace(string(out)), nil
 }
@@ -84,7 +84,7 @@ func moduleRoot() (string, error) {
 	out, err := exec.Command("go", "env", "GOMOD").Output()
 	gomod := strings.TrimSpace(string(out))
 	if err != nil || gomod == "" || gomod == os.DevNull {
-		return "", fmt.Errorf("envtesttest: no go.mod above the working directory, so no hack/envtest.sh (go env GOMOD: %q, %v)", gomod, err)
+		return "", fmt.Errorf("envtesttest: no go.mod above the working directory, so no hack/offline/envtest.sh (go env GOMOD: %q, %v)", gomod, err)
 	}
 	return filepath.Dir(gomod), nil
 }

@@ -36,6 +36,7 @@ type kindEnv struct {
 	ingressAddr               string // 127.0.0.1:PORT, Traefik's HTTPS node port on the host
 	image                     string // evalmeter's image, loaded into the node
 	postgresImage             string // empty: the chart's default, pulled by the node
+	traefikManifest           string // empty: testdata/traefik.yaml (its image pulled by the node)
 }
 
 func newKindEnv(t *testing.T) kindEnv {
@@ -49,6 +50,8 @@ func newKindEnv(t *testing.T) kindEnv {
 		ingressAddr:   os.Getenv("E2E_INGRESS_ADDR"),
 		image:         os.Getenv("E2E_IMAGE"),
 		postgresImage: os.Getenv("E2E_POSTGRES_IMAGE"),
+
+		traefikManifest: os.Getenv("E2E_TRAEFIK_MANIFEST"),
 	}
 	if e.kubeconfig == "" || e.kubectl == "" || e.helm == "" || e.apiURL == "" || e.nodePort == "" || e.ingressAddr == "" || e.image == "" {
 		t.Fatal("KUBECONFIG, KUBECTL, HELM, E2E_API_URL, E2E_NODE_PORT, E2E_INGRESS_ADDR and E2E_IMAGE must be set: run `make test-e2e` (hack/e2e.sh)")
@@ -243,7 +246,11 @@ spec:
 	// helm upgrade to the production shape: TLS at an Ingress (Traefik), the
 	// API Service back to ClusterIP. The generated database and token secrets
 	// are kept, so the ledger and open sessions carry over.
-	kubectl("apply", "-f", filepath.Join(repo, "hack", "kind", "traefik.yaml"))
+	traefik := e.traefikManifest
+	if traefik == "" {
+		traefik = filepath.Join(repo, "test", "e2e", "testdata", "traefik.yaml")
+	}
+	kubectl("apply", "-f", traefik)
 	kubectl("-n", "traefik", "rollout", "status", "deployment/traefik", "--timeout=2m")
 	const host = "evalmeter.e2e.test"
 	certFile, keyFile, ingressRoots := selfSignedCert(t, host)

@@ -32,11 +32,11 @@ const repo = "../.."
 func TestOperatorFlow(t *testing.T) {
 	// kube-apiserver and etcd, no CRDs.
 	env := envtesttest.New(t)
-	// hack/envtest.sh builds a kubectl of the API server's version beside it.
+	// hack/offline/envtest.sh builds a kubectl of the API server's version beside it.
 	kubectl := filepath.Join(env.BinaryAssetsDirectory, "kubectl")
 	if _, err := os.Stat(kubectl); err != nil {
 		if kubectl, err = exec.LookPath("kubectl"); err != nil {
-			t.Fatal("no kubectl in KUBEBUILDER_ASSETS nor on PATH; run hack/envtest.sh")
+			t.Fatal("no kubectl in KUBEBUILDER_ASSETS nor on PATH; run hack/offline/envtest.sh")
 		}
 	}
 	bin := proctest.Build(t, repo)

@@ -1,5 +1,0 @@
-// A stand-in for registry.k8s.io/pause in the offline kind node image
-// (hack/kind/build-node-image.sh): no dependencies.
-module github.com/evalmeter/evalmeter/hack/tools/kind/pause
-
-go 1.26.8
