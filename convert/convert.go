@@ -176,9 +176,12 @@ func Convert(paths []string, opts Options) (*Result, error) {
 	name := opts.Format
 	if name == "" || name == "auto" {
 		var err error
-		if name, err = detectAll(paths); err != nil {
+		if name, err = DetectFiles(paths); err != nil {
 			return nil, err
 		}
+	}
+	if name == FormatRequest {
+		return nil, fmt.Errorf("%s is a metrics request already, not a tool's results: nothing to convert; evalmeter submit posts it as it is", paths[0])
 	}
 	f, ok := lookup(name)
 	if !ok {
@@ -249,6 +252,9 @@ type WrongFormatError struct {
 func (e *WrongFormatError) Error() string {
 	if e.Looks == "" {
 		return fmt.Sprintf("%s: not %s results, nor any format evalmeter reads (%s)", e.Path, e.Format, strings.Join(Formats(), ", "))
+	}
+	if e.Looks == FormatRequest {
+		return fmt.Sprintf("%s: not %s results; it is a metrics request (evalmeter submit posts it as it is, without --from)", e.Path, e.Format)
 	}
 	return fmt.Sprintf("%s: not %s results; it looks like %s results (use --from %s)", e.Path, e.Format, e.Looks, e.Looks)
 }

@@ -1,6 +1,8 @@
 package convert
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -99,6 +101,40 @@ func TestDetectDirectoriesAndEncodings(t *testing.T) {
 	for path, want := range tests {
 		if got, err := Detect(path); err != nil || got != want {
 			t.Errorf("Detect(%s) = %q, %v; want %q", path, got, err, want)
+		}
+	}
+}
+
+// A metrics request is recognised, so that submit can post it as it is, and
+// Convert refuses it with a message that says so, whether asked to detect
+// or told another format.
+func TestMetricsRequest(t *testing.T) {
+	dir := t.TempDir()
+	request := filepath.Join(dir, "request.json")
+	// An unknown member still makes a request: the engine names it.
+	if err := os.WriteFile(request, []byte(`{"cases":[{"case_id":"a","status":"pass"}],"run_id":"r1","typo":1}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := Detect(request); err != nil || got != FormatRequest {
+		t.Errorf("Detect = %q, %v; want %q", got, err, FormatRequest)
+	}
+	if got, err := Detect("../api/examples/metrics-request.json"); err != nil || got != FormatRequest {
+		t.Errorf("Detect of the bundled example = %q, %v; want %q", got, err, FormatRequest)
+	}
+	tests := []struct {
+		paths  []string
+		format string
+		want   string
+	}{
+		{[]string{request}, "auto", "is a metrics request already, not a tool's results: nothing to convert"},
+		{[]string{request}, FormatRequest, "is a metrics request already"},
+		{[]string{request}, "junit", "not junit results; it is a metrics request (evalmeter submit posts it as it is, without --from)"},
+		{[]string{request, request}, "auto", "is a metrics request: submit it on its own"},
+	}
+	for _, tt := range tests {
+		_, err := Convert(tt.paths, Options{Format: tt.format})
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Convert(%d files, --from %s): %v; want an error containing %q", len(tt.paths), tt.format, err, tt.want)
 		}
 	}
 }

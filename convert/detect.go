@@ -44,8 +44,18 @@ func (sh *shape) subHas(top string, names ...string) bool {
 	return m != nil
 }
 
-// Detect names the format of a results file or directory, or returns "" when
-// it is none that Convert reads. Its error is for a file that cannot be read.
+// FormatRequest is what Detect names a file that is a metrics request
+// already (run_id and cases at its top level): evalmeter submit posts it as
+// it is, and Convert refuses it, as there is nothing to convert.
+const FormatRequest = "request"
+
+// looksRequest knows a metrics request by the two members it must have. An
+// extra member still makes it one: the engine then names the member it refuses.
+func looksRequest(sh *shape) bool { return sh.has("run_id", "cases") }
+
+// Detect names the format of a results file or directory, FormatRequest for a
+// metrics request, or "" when it is none of these. Its error is for a file
+// that cannot be read.
 func Detect(path string) (string, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
@@ -77,6 +87,9 @@ func Detect(path string) (string, error) {
 		sh, err := readShape(br, path)
 		if err != nil {
 			return "", nil // not JSON: none of ours
+		}
+		if looksRequest(sh) {
+			return FormatRequest, nil
 		}
 		for _, f := range formats {
 			if f.looks != nil && f.looks(sh) {
@@ -148,8 +161,10 @@ func detectDir(path string) (string, error) {
 	return "", nil
 }
 
-// detectAll names the one format of all paths.
-func detectAll(paths []string) (string, error) {
+// DetectFiles names the one format of all paths, FormatRequest included (of
+// one file alone). Its errors say what to do: name the format, or convert
+// each format on its own.
+func DetectFiles(paths []string) (string, error) {
 	found := ""
 	for _, p := range paths {
 		name, err := Detect(p)
@@ -157,7 +172,10 @@ func detectAll(paths []string) (string, error) {
 			return "", err
 		}
 		if name == "" {
-			return "", fmt.Errorf("%s: cannot tell which tool wrote it; name the format with --from (%s)", p, strings.Join(Formats(), ", "))
+			return "", fmt.Errorf("%s: cannot tell which tool wrote it, nor is it a metrics request; name the format with --from (%s)", p, strings.Join(Formats(), ", "))
+		}
+		if name == FormatRequest && len(paths) > 1 {
+			return "", fmt.Errorf("%s is a metrics request: submit it on its own (a request is posted as it is, never merged with other files)", p)
 		}
 		if found != "" && name != found {
 			return "", fmt.Errorf("the files are of different formats (%s and %s): convert each format on its own", found, name)

@@ -26,10 +26,12 @@ const (
 	EnvURL    = "EVALMETER_URL"
 )
 
-const submitUsage = `submit --url BASE [--from FORMAT] [--output text|json] [--gate EXPR]... [--save-result FILE] [--receipt FILE] [--dry-run] FILE...
+const submitUsage = `submit --url BASE [--from FORMAT|request] [--output text|json] [--gate EXPR]... [--save-result FILE] [--receipt FILE] [--dry-run] FILE...
 
-Converts the results files (or, without --from, reads FILE as a metrics
-request), checks the request locally, and posts it through a session. The
+Converts the results files, or takes a metrics request file as it is,
+checks the request locally, and posts it through a session. The format is
+detected as convert detects it, a metrics request being one more; the first
+line on standard error names it, and --from names it instead. The
 client's open session is reused while --min-window of it is left, so that
 several submissions within its hour cost one credit. The API key comes from
 EVALMETER_API_KEY or --api-key-file.
@@ -84,7 +86,8 @@ func (cf *clientFlags) client(stderr io.Writer, cmd string) (*client.Client, str
 func submitCmd(args []string, stdout, stderr io.Writer) int {
 	fs := NewFlagSet("submit", submitUsage, stderr)
 	var rf requestFlags
-	rf.register(fs, "")
+	rf.register(fs, "auto")
+	fs.Lookup("from").Usage = "results format: " + strings.Join(convert.Formats(), ", ") + "; " + convert.FormatRequest + " (a metrics request, posted as it is); or auto"
 	fs.BoolVar(&rf.split, "split", false, "post more than 500 cases, or more than 256 KiB, as parts RUN.p1ofN, RUN.p2ofN, ... (each part's metrics are its own)")
 	var cf clientFlags
 	cf.register(fs)
@@ -99,21 +102,24 @@ func submitCmd(args []string, stdout, stderr io.Writer) int {
 	if status, ok := ParseFlags(fs, args); !ok {
 		return status
 	}
-	ci := detectCI(os.Getenv)
-	if ci != nil {
-		fmt.Fprintf(stderr, "evalmeter submit: CI %s, commit %s, branch %s, pipeline %s\n", ci.System, orNone(ci.Commit), orNone(ci.Branch), orNone(ci.Pipeline))
-		if rf.from != "" && rf.runID == "" {
-			rf.runID = ci.runID()
-		}
-	}
 	if fs.NArg() == 0 {
-		return Failf(stderr, "submit: name the results file(s), or a metrics request file without --from")
+		return Failf(stderr, "submit: name the results file(s) or a metrics request file, e.g. evalmeter submit report.xml")
 	}
 	if *output != "text" && *output != "json" {
 		return Failf(stderr, "submit: --output %q: use text or json", *output)
 	}
 	if *minWindow < 0 || *minWindow > 55*time.Minute {
 		return Failf(stderr, "submit: --min-window must be between 0 and 55m")
+	}
+	if status := detectFormat(&rf, fs.Args(), stderr); status != 0 {
+		return status
+	}
+	ci := detectCI(os.Getenv)
+	if ci != nil {
+		fmt.Fprintf(stderr, "evalmeter submit: CI %s, commit %s, branch %s, pipeline %s\n", ci.System, orNone(ci.Commit), orNone(ci.Branch), orNone(ci.Pipeline))
+		if rf.from != convert.FormatRequest && rf.runID == "" {
+			rf.runID = ci.runID()
+		}
 	}
 
 	bodies, runID, status := requestBodies(&rf, fs.Args(), stderr)
@@ -264,14 +270,37 @@ func orNone(s string) string {
 	return s
 }
 
+// detectFormat settles rf.from, detecting it when it is auto, and names it
+// in submit's first line: a user who gave the wrong file learns it there,
+// before any error of the content.
+func detectFormat(rf *requestFlags, paths []string, stderr io.Writer) int {
+	how := "--from"
+	if rf.from == "" || rf.from == "auto" {
+		from, err := convert.DetectFiles(paths)
+		if err != nil {
+			return Failf(stderr, "submit: %v", err)
+		}
+		rf.from, how = from, "detected"
+	}
+	files := paths[0]
+	if len(paths) > 1 {
+		files = fmt.Sprintf("%d files", len(paths))
+	}
+	if rf.from != convert.FormatRequest {
+		fmt.Fprintf(stderr, "evalmeter submit: %s: %s results (%s)\n", files, rf.from, how)
+		return 0
+	}
+	fmt.Fprintf(stderr, "evalmeter submit: %s: a metrics request (%s), posted as it is\n", files, how)
+	if len(paths) != 1 || rf.runID != "" || rf.hashIDs || rf.split {
+		return Failf(stderr, "submit: a metrics request is posted as it is: give that one file, and no --run-id, --hash-ids or --split (they apply to a tool's results)")
+	}
+	return 0
+}
+
 // requestBodies returns the request(s) to post, the converted results or the
 // metrics request file as it is, and the run's id before any split.
 func requestBodies(rf *requestFlags, paths []string, stderr io.Writer) ([][]byte, string, int) {
-	if rf.from == "" {
-		if len(paths) != 1 || rf.runID != "" || rf.hashIDs || rf.split {
-			fmt.Fprintln(stderr, "evalmeter submit: without --from, give one metrics request file and no --run-id, --hash-ids or --split (they apply to results files: add --from)")
-			return nil, "", 2
-		}
+	if rf.from == convert.FormatRequest {
 		f, err := os.Open(paths[0])
 		if err != nil {
 			fmt.Fprintf(stderr, "evalmeter submit: %v\n", err)

@@ -343,3 +343,55 @@ func TestUsageLowCredit(t *testing.T) {
 		t.Errorf("usage with 2 of 3 left: %d %q, want %q", status, stderr, want)
 	}
 }
+
+// submit detects the format as convert does, a metrics request being one
+// more, and names it in its first line, before anything the content causes.
+func TestSubmitDetectsFormat(t *testing.T) {
+	// An Inspect log of more than 256 KiB, its prompts making it so: it was
+	// refused as payload_too_large when submit took it for a request.
+	var log map[string]any
+	b, err := os.ReadFile(fixtures + "/inspect/epochs.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &log); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range log["samples"].([]any) {
+		s.(map[string]any)["input"] = strings.Repeat("a long prompt ", 20000)
+	}
+	big := filepath.Join(t.TempDir(), "big.json")
+	if b, err = json.Marshal(log); err != nil || len(b) < 260<<10 {
+		t.Fatalf("the log is %d bytes, %v", len(b), err)
+	}
+	if err := os.WriteFile(big, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	request := writeRequest(t, "r1", "pass", "fail")
+	tests := []struct {
+		name      string
+		args      []string
+		status    int
+		firstLine string
+		stderr    string // further in stderr
+	}{
+		{"junit", []string{fixtures + "/junit/pytest.xml"}, 0, fixtures + "/junit/pytest.xml: junit results (detected)", "dry run"},
+		{"large inspect log", []string{big}, 0, big + ": inspect results (detected)", "dry run"},
+		{"named", []string{"--from", "promptfoo", fixtures + "/promptfoo/v3.json", fixtures + "/promptfoo/v3_second.json"}, 0, "2 files: promptfoo results (--from)", "dry run"},
+		{"request", []string{request}, 0, request + ": a metrics request (detected), posted as it is", "dry run"},
+		{"request named", []string{"--from", "request", request}, 0, request + ": a metrics request (--from), posted as it is", "dry run"},
+		{"request with a run id", []string{"--run-id", "x", request}, 2, request + ": a metrics request (detected)", "no --run-id, --hash-ids or --split"},
+		{"two requests", []string{request, request}, 2, "submit: " + request + " is a metrics request: submit it on its own", ""},
+		{"undetectable", []string{fixtures + "/junit/not_junit.xml"}, 2, "cannot tell which tool wrote it, nor is it a metrics request; name the format with --from", ""},
+		{"a request named junit", []string{"--from", "junit", request}, 2, request + ": junit results (--from)", "it is a metrics request (evalmeter submit posts it as it is, without --from)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, _, stderr := evalmeter(t, append([]string{"submit", "--dry-run"}, tt.args...)...)
+			first, rest, _ := strings.Cut(stderr, "\n")
+			if status != tt.status || !strings.Contains(first, tt.firstLine) || !strings.Contains(rest, tt.stderr) {
+				t.Errorf("status %d, want %d; first line %q, want it to hold %q; then %q, want %q", status, tt.status, first, tt.firstLine, rest, tt.stderr)
+			}
+		})
+	}
+}
