@@ -1,4 +1,5 @@
-// Package metrics is evalmeter's metrics engine. It reads a metrics request
+// Package metrics is evalmeter's metrics engine: the pure function from a
+// metrics request's bytes to its metrics and canonical digest. It reads the request
 // strictly (docs/design.md#51-reading-the-body), writes it in canonical form (RFC 8785),
 // hashes that and aggregates the metrics of api.Metrics with the rules of
 // docs/design.md#4-metrics-rules.

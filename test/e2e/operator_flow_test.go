@@ -1,4 +1,3 @@
-// Package e2e runs evalmeter as its users do: processes, kubectl, HTTP.
 package e2e
 
 import (
