@@ -17,7 +17,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	evalapi "github.com/evalmeter/evalmeter/api"
-	"github.com/evalmeter/evalmeter/internal/credential"
 	"github.com/evalmeter/evalmeter/internal/ledger"
 	"github.com/evalmeter/evalmeter/internal/metrics"
 	"github.com/evalmeter/evalmeter/server"
@@ -232,7 +231,7 @@ func TestPruneMetrics(t *testing.T) {
 	}
 
 	reg := prometheus.NewPedanticRegistry()
-	srv, err := server.New(server.Config{Ledger: e.store, Tokens: mustSigner(t), Now: e.clock.Now, Random: rand.Reader,
+	srv, err := server.New(server.Config{Ledger: e.store, Tokens: mustSigner(t, 'k'), Now: e.clock.Now, Random: rand.Reader,
 		Logger: slog.New(slog.NewJSONHandler(e.logs, nil)), Registry: reg})
 	if err != nil {
 		t.Fatal(err)
@@ -309,13 +308,4 @@ evalmeter_pruned_results_total %d
 	if r := a.postMetrics(s3.Session.Token, idem("m"), other); r.status != http.StatusOK || !strings.HasSuffix(string(r.body), `"idempotent_replay":false}`) {
 		t.Errorf("after 25 h the key is free again: %d %s", r.status, r.body)
 	}
-}
-
-func mustSigner(t *testing.T) *credential.TokenSigner {
-	t.Helper()
-	s, err := credential.NewTokenSigner(bytes.Repeat([]byte("k"), 32))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
 }

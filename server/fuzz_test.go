@@ -127,19 +127,8 @@ type fuzzFixture struct {
 
 func newFuzzFixture(f *testing.F) *fuzzFixture {
 	ctx := context.Background()
-	url := pgtest.NewDatabase(f)
-	if err := ledger.Migrate(ctx, url); err != nil {
-		f.Fatal(err)
-	}
-	store, err := ledger.Open(ctx, url, ledger.Options{Timeout: 10 * time.Second, MaxConns: 4})
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(store.Close)
-	tokens, err := credential.NewTokenSigner(bytes.Repeat([]byte("f"), 32))
-	if err != nil {
-		f.Fatal(err)
-	}
+	store := openLedger(f, pgtest.NewDatabase(f), ledger.Options{Timeout: 10 * time.Second, MaxConns: 4})
+	tokens := mustSigner(f, 'f')
 	now := newClock().Now // never advances: the session stays open
 	fx := &fuzzFixture{logs: &logtest.Buffer{}}
 	srv, err := server.New(server.Config{Ledger: store, Tokens: tokens, Now: now, Random: rand.Reader,

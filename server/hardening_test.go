@@ -54,10 +54,7 @@ func TestForgedCredentialsCostNoQuery(t *testing.T) {
 	key := e.grant("acme", 5, nil)
 	s := a.mustOpenSession(key, idem("real"))
 	unknownID, _ := credential.NewSessionID(rand.Reader)
-	stranger, err := credential.NewTokenSigner(bytes.Repeat([]byte("x"), 32)) // a key the API does not hold
-	if err != nil {
-		t.Fatal(err)
-	}
+	stranger := mustSigner(t, 'x') // a key the API does not hold
 	strangerToken := func(id string) string {
 		token, err := stranger.Token(id, stranger.CurrentKeyID())
 		if err != nil {

@@ -70,26 +70,38 @@ func newEnv(t *testing.T) *env {
 
 func newEnvAt(t *testing.T, url string) *env {
 	t.Helper()
-	ctx := context.Background()
-	if err := ledger.Migrate(ctx, url); err != nil {
-		t.Fatal(err)
-	}
-	store, err := ledger.Open(ctx, url, ledger.Options{Timeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(store.Close)
-	tokens, err := credential.NewTokenSigner(bytes.Repeat([]byte("k"), 32))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &env{t: t, url: url, store: store, clock: newClock(), logs: &logtest.Buffer{}, tokens: tokens}
+	store := openLedger(t, url, ledger.Options{Timeout: 5 * time.Second})
+	e := &env{t: t, url: url, store: store, clock: newClock(), logs: &logtest.Buffer{}, tokens: mustSigner(t, 'k')}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("server log:\n%s", e.logs)
 		}
 	})
 	return e
+}
+
+// openLedger migrates the database at url and opens it until the test ends.
+func openLedger(tb testing.TB, url string, opts ledger.Options) *ledger.Store {
+	tb.Helper()
+	if err := ledger.Migrate(context.Background(), url); err != nil {
+		tb.Fatal(err)
+	}
+	store, err := ledger.Open(context.Background(), url, opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(store.Close)
+	return store
+}
+
+// mustSigner is a token signer whose key is 32 bytes of seed.
+func mustSigner(tb testing.TB, seed byte) *credential.TokenSigner {
+	tb.Helper()
+	s, err := credential.NewTokenSigner(bytes.Repeat([]byte{seed}, 32))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s
 }
 
 // api starts an API instance over real loopback HTTP, with its own

@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"bytes"
 	"crypto/rand"
 	"io"
 	"log/slog"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/evalmeter/evalmeter/internal/credential"
 	"github.com/evalmeter/evalmeter/internal/ledger"
 	"github.com/evalmeter/evalmeter/server"
 )
@@ -26,7 +24,7 @@ import (
 func TestOps(t *testing.T) {
 	e := newEnv(t)
 	registry := prometheus.NewRegistry()
-	tokens, _ := credential.NewTokenSigner(bytes.Repeat([]byte("k"), 32))
+	tokens := mustSigner(t, 'k')
 	store, err := ledger.Open(t.Context(), e.url, ledger.Options{MaxConns: 3})
 	if err != nil {
 		t.Fatal(err)

@@ -87,13 +87,8 @@ func TestAPIConfig(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			for _, k := range []string{"DATABASE_URL", "EVALMETER_TOKEN_SECRET", "EVALMETER_TOKEN_SECRET_PREVIOUS", "EVALMETER_TOKEN_SECRET_FILE",
-				"EVALMETER_TOKEN_SECRET_PREVIOUS_FILE", "EVALMETER_ADDR", "EVALMETER_DB_MAX_CONNS", "EVALMETER_TRUST_TRACE_CONTEXT"} {
-				t.Setenv(k, tt.env[k]) // restored when the test ends
-				if _, set := tt.env[k]; !set {
-					os.Unsetenv(k)
-				}
-			}
+			setEnv(t, tt.env, "DATABASE_URL", "EVALMETER_TOKEN_SECRET", "EVALMETER_TOKEN_SECRET_PREVIOUS", "EVALMETER_TOKEN_SECRET_FILE",
+				"EVALMETER_TOKEN_SECRET_PREVIOUS_FILE", "EVALMETER_ADDR", "EVALMETER_DB_MAX_CONNS", "EVALMETER_TRUST_TRACE_CONTEXT")
 			cfg, err := parseAPIConfig(tt.args, io.Discard)
 			if tt.want != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.want) {
@@ -121,5 +116,17 @@ func TestAPIConfig(t *testing.T) {
 				t.Errorf("trustTraceContext %t, want %t", cfg.trustTraceContext, tt.wantTrust)
 			}
 		})
+	}
+}
+
+// setEnv gives each of keys its value in env, and unsets those env does not
+// hold, until the test ends.
+func setEnv(t *testing.T, env map[string]string, keys ...string) {
+	t.Helper()
+	for _, k := range keys {
+		t.Setenv(k, env[k]) // restored when the test ends
+		if _, set := env[k]; !set {
+			os.Unsetenv(k)
+		}
 	}
 }

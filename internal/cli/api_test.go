@@ -113,13 +113,7 @@ func (a *testAPI) grant(t *testing.T, hours int) {
 func (a *testAPI) grantWith(t *testing.T, g ledger.Grant) {
 	t.Helper()
 	g.ClientID, g.Source = "acme", "test"
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	store, err := ledger.Open(ctx, a.dbURL, ledger.Options{Timeout: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
+	ctx, store := a.ledger(t)
 	if _, err := store.UpsertClient(ctx, g, time.Now()); err != nil {
 		t.Fatal(err)
 	}
@@ -138,18 +132,26 @@ func (a *testAPI) grantWith(t *testing.T, g ledger.Grant) {
 // consumed is the client's consumed credits, read from the ledger.
 func (a *testAPI) consumed(t *testing.T) int {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	store, err := ledger.Open(ctx, a.dbURL, ledger.Options{Timeout: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
+	ctx, store := a.ledger(t)
 	u, err := store.Usage(ctx, "acme", time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
 	return u.ConsumedHours
+}
+
+// ledger opens the test API's ledger, as the operator's tools would, for
+// the rest of the test.
+func (a *testAPI) ledger(t *testing.T) (context.Context, *ledger.Store) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	store, err := ledger.Open(ctx, a.dbURL, ledger.Options{Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(store.Close)
+	return ctx, store
 }
 
 // evalmeter runs a customer command as the binary would.
