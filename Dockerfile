@@ -18,7 +18,11 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/evalmeter ./cmd/evalmeter
+# The release and commit evalmeter version prints (the build has no .git):
+#   docker build --build-arg VERSION=$(go run ./hack/release version) --build-arg COMMIT=$(git rev-parse HEAD) .
+ARG VERSION=dev
+ARG COMMIT=
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION} -X main.commit=${COMMIT}" -o /out/evalmeter ./cmd/evalmeter
 
 FROM ${BASE_IMAGE}
 COPY --from=build /out/evalmeter /evalmeter

@@ -114,8 +114,12 @@ bench-convert: ## Convert a generated 200 MB Inspect AI log (.json, and as an .e
 ##@ Build
 
 .PHONY: build
-build: $(LOCALBIN) ## Build bin/evalmeter.
-	$(GO) build -o $(LOCALBIN)/evalmeter ./cmd/evalmeter
+build: $(LOCALBIN) ## Build bin/evalmeter, stamped with the working tree's version (VERSION and COMMIT override it).
+	. hack/lib.sh && $(GO) build -ldflags "$$(version_ldflags $(GO))" -o $(LOCALBIN)/evalmeter ./cmd/evalmeter
+
+.PHONY: release-check
+release-check: ## Fail when CHANGELOG.md, hack/releases, the chart's version and the git tags disagree (docs/development.md#releases).
+	$(GO) run ./hack/release check
 
 .PHONY: dist
 dist: ## Build static evalmeter binaries for linux, darwin and windows on amd64 and arm64, and the CI script, into dist/ (DIST_DIR), with SHA256SUMS; PLATFORMS and VERSION choose.

@@ -8,7 +8,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
-VERSION=${VERSION:-$(git describe --tags --always --dirty 2>/dev/null || echo dev)}
+# shellcheck source=hack/lib.sh
+. hack/lib.sh
+VERSION=${VERSION:-$("$GO" run ./hack/release version 2>/dev/null || echo dev)}
+ldflags=$(VERSION=$VERSION version_ldflags "$GO")
 PLATFORMS=${PLATFORMS:-"linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 windows/arm64"}
 DIST_DIR=${DIST_DIR:-dist}
 
@@ -20,7 +23,7 @@ for platform in $PLATFORMS; do
   [ "$os" = windows ] && out="$out.exe"
   echo "building $out" >&2
   CGO_ENABLED=0 GOOS=$os GOARCH=$arch "$GO" build -trimpath -tags customer \
-    -ldflags "-s -w -X main.version=$VERSION" -o "$out" ./cmd/evalmeter
+    -ldflags "-s -w $ldflags" -o "$out" ./cmd/evalmeter
 done
 # The CI script beside the binaries: the GitLab template downloads it and checks it
 # against SHA256SUMS, as the script checks the binary.

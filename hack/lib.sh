@@ -30,3 +30,13 @@ cnpg_version() {
 	[[ $v =~ ^v1\.[0-9]+\.[0-9]+$ ]] || die "$1: no github.com/cloudnative-pg/cloudnative-pg vX.Y.Z"
 	echo "$v"
 }
+
+# version_ldflags GO: the linker flags that stamp evalmeter's version and commit
+# (cmd/evalmeter/main.go): VERSION and COMMIT when set, else the working tree's,
+# from hack/releases (go run ./hack/release version) and git.
+version_ldflags() {
+	local version=${VERSION:-} commit=${COMMIT:-}
+	[ -n "$version" ] || version=$("$1" run ./hack/release version 2>/dev/null) || version=dev
+	[ -n "$commit" ] || commit=$(git rev-parse HEAD 2>/dev/null) || commit=
+	echo "-X main.version=$version -X main.commit=$commit"
+}

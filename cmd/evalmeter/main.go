@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
+	"runtime/debug"
 	"strings"
 
 	"github.com/evalmeter/evalmeter/internal/cli"
@@ -26,8 +28,35 @@ or compare found a regression, 4 when compare --fail-on-inconclusive could
 not rule out a drop.
 `
 
-// version is set at build time by make dist.
-var version = "dev"
+// version and commit are set at build time (-X main.version=...), by make
+// dist and make image from go run ./hack/release version. Without them, the
+// commit is Go's VCS stamp of the build, where it has one.
+var (
+	version = "dev"
+	commit  = ""
+)
+
+// versionLine is what evalmeter version prints: the release, the commit it
+// was built from (with +dirty for uncommitted changes) and the Go toolchain.
+func versionLine() string {
+	c, dirty := commit, false
+	if info, ok := debug.ReadBuildInfo(); ok && c == "" {
+		for _, s := range info.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				c = s.Value
+			case "vcs.modified":
+				dirty = s.Value == "true"
+			}
+		}
+	}
+	if c == "" {
+		c = "unknown"
+	} else if dirty {
+		c += "+dirty"
+	}
+	return fmt.Sprintf("evalmeter %s (commit %s, %s)", version, c, runtime.Version())
+}
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
@@ -66,7 +95,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	switch args[0] {
 	case "version", "--version":
-		fmt.Fprintln(stdout, "evalmeter", version)
+		fmt.Fprintln(stdout, versionLine())
 		return 0
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage())

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -166,5 +167,20 @@ func TestCustomerBuild(t *testing.T) {
 	}
 	if !slices.Contains(deps, "github.com/evalmeter/evalmeter/internal/cli") {
 		t.Errorf("the customer's build does not import internal/cli: %v", deps)
+	}
+}
+
+// evalmeter version names the release and the commit the build was stamped
+// with (make build, make dist, make image).
+func TestVersion(t *testing.T) {
+	defer func(v, c string) { version, commit = v, c }(version, commit)
+	version, commit = "v0.2.0-3-g0123456789ab", "0123456789abcdef0123456789abcdef01234567"
+	var stdout, stderr bytes.Buffer
+	if status := run([]string{"version"}, nil, &stdout, &stderr); status != 0 {
+		t.Fatalf("exit %d: %s", status, stderr.String())
+	}
+	want := "evalmeter v0.2.0-3-g0123456789ab (commit 0123456789abcdef0123456789abcdef01234567, " + runtime.Version() + ")\n"
+	if stdout.String() != want {
+		t.Errorf("version printed %q, want %q", stdout.String(), want)
 	}
 }

@@ -2,7 +2,7 @@
 # make image: build evalmeter's container image without pulling anything, for
 # machines with no image registry. The result matches the Dockerfile's:
 #
-#   /evalmeter                          CGO_ENABLED=0 go build -trimpath -ldflags "-s -w"
+#   /evalmeter                          CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=..."
 #   /etc/passwd, /etc/group             root, nobody, nonroot (65532)
 #   /etc/ssl/certs/ca-certificates.crt  the host's CA bundle
 #   /tmp (1777), /home/nonroot (65532)
@@ -21,11 +21,8 @@ cd "$(dirname "$0")/../.."
 readonly image=${IMAGE:-evalmeter:dev}
 readonly go=${GO:-go}
 
-log() { printf 'image.sh: %s\n' "$*" >&2; }
-die() {
-	log "$*"
-	exit 1
-}
+# shellcheck source=hack/lib.sh
+. hack/lib.sh
 
 answers() { timeout 10 docker info >/dev/null 2>&1; }
 
@@ -47,7 +44,7 @@ rootfs=$tmp/rootfs
 mkdir -p "$rootfs"/{etc/ssl/certs,tmp,home/nonroot}
 
 t1=$SECONDS
-CGO_ENABLED=0 GOOS=linux "$go" build -trimpath -ldflags "-s -w" -o "$rootfs/evalmeter" ./cmd/evalmeter
+CGO_ENABLED=0 GOOS=linux "$go" build -trimpath -ldflags "-s -w $(version_ldflags "$go")" -o "$rootfs/evalmeter" ./cmd/evalmeter
 log "built the static binary in $((SECONDS - t1))s"
 
 # The users and groups of distroless's static-debian12 image.
