@@ -51,6 +51,11 @@ type cnpgCluster struct {
 				FailoverQuorum bool   `json:"failoverQuorum"`
 			} `json:"synchronous"`
 		} `json:"postgresql"`
+		PrimaryLease struct {
+			LeaseDurationSeconds int `json:"leaseDurationSeconds"`
+			RenewDeadlineSeconds int `json:"renewDeadlineSeconds"`
+			RetryPeriodSeconds   int `json:"retryPeriodSeconds"`
+		} `json:"primaryLease"`
 		Bootstrap struct {
 			InitDB struct {
 				Database string `json:"database"`
@@ -78,6 +83,10 @@ func TestCloudNativePG(t *testing.T) {
 	if spec.Instances != 3 || spec.PostgreSQL.Synchronous.Number != 1 || spec.PostgreSQL.Synchronous.DataDurability != "required" ||
 		spec.PostgreSQL.Synchronous.Method != "any" || !spec.PostgreSQL.Synchronous.FailoverQuorum {
 		t.Errorf("Cluster: %d instances, synchronous %+v; want 3, any 1, required, with a failover quorum", spec.Instances, spec.PostgreSQL.Synchronous)
+	}
+	// The lease a dead primary holds is most of a failover (docs/operator.md).
+	if l := spec.PrimaryLease; l.LeaseDurationSeconds != 6 || l.RenewDeadlineSeconds != 4 || l.RetryPeriodSeconds != 1 {
+		t.Errorf("Cluster primaryLease %+v, want 6 s, renewed within 4, retried every 1", l)
 	}
 	wantParameters := map[string]string{"max_connections": "100", "shared_buffers": "256MB", "log_min_duration_statement": "1000",
 		"wal_retrieve_retry_interval": "1s"}
@@ -216,6 +225,8 @@ func TestCloudNativePGRefused(t *testing.T) {
 			fail: "schema"},
 		{name: "unknown durability", values: `{postgresql: {cnpg: {enabled: true, synchronous: {number: 1, dataDurability: "eventual"}}}}`,
 			fail: "schema"},
+		{name: "a lease shorter than its renewal", values: `{postgresql: {cnpg: {enabled: true, primaryLease: {leaseDurationSeconds: 4, renewDeadlineSeconds: 4, retryPeriodSeconds: 1}}}}`,
+			fail: "leaseDurationSeconds 4 must be greater than renewDeadlineSeconds 4"},
 		{name: "no instance", values: `{postgresql: {cnpg: {enabled: true, instances: 0}}}`, fail: "schema"},
 		{name: "unknown key", values: `{postgresql: {cnpg: {enabled: true, replicas: 3}}}`, fail: "schema"},
 		{name: "bad CA Secret", values: `{database: {caSecret: "Ledger_CA"}}`, fail: "schema"},

@@ -40,7 +40,7 @@ const (
 	// is over if later.
 	haFailoverAt, haSwitchoverAt, haAPIKillAt = 15 * time.Second, 50 * time.Second, 85 * time.Second
 	// The unavailability window each fault should stay under on kind.
-	haWindowTarget = 30 * time.Second
+	haWindowTarget = 10 * time.Second
 	// Past this, the service did not come back by itself: the test fails.
 	haWindowLimit = 120 * time.Second
 
