@@ -3,6 +3,7 @@
 //
 //	go run ./hack/release check     # make release-check
 //	go run ./hack/release version   # the version make dist and make image stamp
+//	go run ./hack/release previous  # "vX.Y.Z COMMIT": the release make test-e2e-upgrade upgrades from
 //
 // A release is recorded three times, since git tags may not travel with the
 // repository: a heading of CHANGELOG.md, a line "vX.Y.Z COMMIT" of
@@ -30,6 +31,9 @@ const (
 	changelogPath = "CHANGELOG.md"
 	releasesPath  = "hack/releases"
 	chartPath     = "charts/evalmeter/Chart.yaml"
+	// migrationsDir holds the ledger's migrations: once released, each is
+	// run by every install that upgrades, so it never changes.
+	migrationsDir = "internal/ledger/migrations"
 )
 
 func main() {
@@ -38,7 +42,7 @@ func main() {
 
 func run(args []string, dir string, stdout, stderr io.Writer) int {
 	if len(args) != 1 {
-		fmt.Fprintln(stderr, "usage: release check|version")
+		fmt.Fprintln(stderr, "usage: release check|version|previous")
 		return 2
 	}
 	switch args[0] {
@@ -66,8 +70,21 @@ func run(args []string, dir string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintln(stdout, v)
 		return 0
+	case "previous":
+		releases, err := readReleases(dir)
+		if err != nil {
+			fmt.Fprintln(stderr, "release: "+err.Error())
+			return 1
+		}
+		r, err := previous(dir, releases)
+		if err != nil {
+			fmt.Fprintln(stderr, "release: "+err.Error())
+			return 1
+		}
+		fmt.Fprintln(stdout, r.version.String()+" "+r.commit)
+		return 0
 	}
-	fmt.Fprintf(stderr, "release: unknown command %q: use check or version\n", args[0])
+	fmt.Fprintf(stderr, "release: unknown command %q: use check, version or previous\n", args[0])
 	return 2
 }
 
@@ -258,6 +275,9 @@ func check(dir string) (notes []string, err error) {
 		if err := sameVersion(chartPath+" at "+r.version.String()+"'s commit", c, r.version); err != nil {
 			return notes, err
 		}
+		if err := sameMigrations(dir, g, r); err != nil {
+			return notes, err
+		}
 		if tagged, err := g("rev-parse", "-q", "--verify", "refs/tags/"+r.version.String()+"^{commit}"); err == nil && tagged != r.commit {
 			return notes, fmt.Errorf("the tag %s names %s, but %s:%d records %s", r.version, tagged, releasesPath, r.line, r.commit)
 		}
@@ -272,6 +292,30 @@ func check(dir string) (notes []string, err error) {
 		}
 	}
 	return notes, nil
+}
+
+// sameMigrations checks that every migration r released is in the working
+// tree, unchanged: installs that ran it would not run it again.
+func sameMigrations(dir string, g func(...string) (string, error), r release) error {
+	out, err := g("ls-tree", "-r", r.commit, "--", migrationsDir+"/")
+	if err != nil {
+		return err
+	}
+	for _, line := range strings.Split(out, "\n") {
+		meta, path, ok := strings.Cut(line, "\t")
+		f := strings.Fields(meta)
+		if !ok || len(f) != 3 {
+			continue
+		}
+		now, err := g("hash-object", "--", path)
+		if err != nil {
+			return fmt.Errorf("%s was released in %s and is gone: a released migration stays (docs/development.md#migrations)", path, r.version)
+		}
+		if now != f[2] {
+			return fmt.Errorf("%s was released in %s and has changed since: a released migration is never edited; undo the change and add a new migration (docs/development.md#migrations)", path, r.version)
+		}
+	}
+	return nil
 }
 
 // sameVersion checks that a chart's version and appVersion are v's.
@@ -317,6 +361,26 @@ func version(dir string, releases []release) (string, error) {
 		}
 	}
 	return "v0.0.0-g" + head[:12] + dirty, nil
+}
+
+// previous is the newest release before HEAD: the one an operator upgrades
+// from to the working tree. HEAD's own release, when it is one, is not.
+func previous(dir string, releases []release) (release, error) {
+	g := gitIn(dir)
+	head, err := g("rev-parse", "HEAD")
+	if err != nil {
+		return release{}, fmt.Errorf("not a git checkout: %v", err)
+	}
+	for i := len(releases) - 1; i >= 0; i-- {
+		r := releases[i]
+		if r.commit == head {
+			continue
+		}
+		if _, err := g("merge-base", "--is-ancestor", r.commit, "HEAD"); err == nil {
+			return r, nil
+		}
+	}
+	return release{}, fmt.Errorf("%s records no release before HEAD %s (or its commits are not in this clone: git fetch --unshallow)", releasesPath, head[:12])
 }
 
 // gitIn runs git in dir and returns its trimmed output.

@@ -44,11 +44,13 @@ func newRepo(t *testing.T) *repo {
 	r.write(t, chartPath, chartOf("0.1.0"))
 	r.write(t, changelogPath, "# Changelog\n\n## [Unreleased]\n\n## [0.1.0] - 2026-11-25\n\nFirst release.\n")
 	r.write(t, releasesPath, "# releases\n")
+	r.write(t, migrationsDir+"/00001_a.sql", "-- +goose Up\nCREATE TABLE a (id int);\n")
 	r.v1 = r.commit(t, "v0.1.0")
 	r.write(t, releasesPath, "# releases\nv0.1.0 "+r.v1+"\n")
 	r.commit(t, "record v0.1.0")
 	r.write(t, chartPath, chartOf("0.2.0"))
 	r.write(t, changelogPath, testChangelog)
+	r.write(t, migrationsDir+"/00002_b.sql", "-- +goose Up\nALTER TABLE a ADD COLUMN b int;\n")
 	r.v2 = r.commit(t, "v0.2.0")
 	r.write(t, releasesPath, "# releases\nv0.1.0 "+r.v1+"\nv0.2.0 "+r.v2+"\n")
 	r.afterLast = r.commit(t, "record v0.2.0")
@@ -122,6 +124,17 @@ func TestCheck(t *testing.T) {
 		{"releases out of order", func(t *testing.T, r *repo) {
 			r.write(t, releasesPath, "v0.2.0 "+r.v2+"\nv0.1.0 "+r.v1+"\n")
 		}, "v0.1.0 after v0.2.0"},
+		{"a new migration", func(t *testing.T, r *repo) {
+			r.write(t, migrationsDir+"/00003_c.sql", "-- +goose Up\nALTER TABLE a ADD COLUMN c int;\n")
+		}, ""},
+		{"released migration edited", func(t *testing.T, r *repo) {
+			r.write(t, migrationsDir+"/00001_a.sql", "-- +goose Up\nCREATE TABLE a (id bigint);\n")
+		}, "internal/ledger/migrations/00001_a.sql was released in v0.1.0 and has changed since"},
+		{"released migration removed", func(t *testing.T, r *repo) {
+			if err := os.Remove(filepath.Join(r.dir, migrationsDir, "00002_b.sql")); err != nil {
+				t.Fatal(err)
+			}
+		}, "internal/ledger/migrations/00002_b.sql was released in v0.2.0 and is gone"},
 		{"short commit", func(t *testing.T, r *repo) { r.write(t, releasesPath, "v0.1.0 "+r.v1[:12]+"\n") }, "full 40-digit commit"},
 	}
 	for _, tt := range tests {
@@ -163,6 +176,32 @@ func TestVersion(t *testing.T) {
 			got, err := version(r.dir, releases)
 			if err != nil || got != tt.want {
 				t.Errorf("version = %q, %v; want %q", got, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestPrevious(t *testing.T) {
+	r := newRepo(t)
+	releases, err := readReleases(r.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name  string
+		setup func(t *testing.T)
+		want  string // the release's commit; "" for an error
+	}{
+		{"after the last release", func(*testing.T) {}, r.v2},
+		{"at the last release", func(t *testing.T) { r.git(t, "checkout", "-q", r.v2) }, r.v1},
+		{"at the first release", func(t *testing.T) { r.git(t, "checkout", "-q", r.v1) }, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.setup(t)
+			got, err := previous(r.dir, releases)
+			if tt.want == "" && err == nil || tt.want != "" && (err != nil || got.commit != tt.want) {
+				t.Errorf("previous = %+v, %v; want %s", got, err, tt.want)
 			}
 		})
 	}
