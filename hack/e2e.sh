@@ -3,6 +3,9 @@
 # would, through the cluster network (test/e2e/kind_test.go).
 # make test-e2e-ha (E2E_SUITE=ha): the same with a CloudNativePG ledger, failed over
 # under load (test/e2e/ha_test.go).
+# make test-e2e-upgrade (E2E_SUITE=upgrade): the previous release installed, then
+# upgraded to this tree and its image downgraded again, under load
+# (test/e2e/upgrade_test.go).
 #
 #   1. A Docker engine: DOCKER_HOST when it answers, else hack/offline/docker.sh's (root).
 #   2. Online or offline: online when Docker Hub answers (E2E_OFFLINE=1 or 0 decides).
@@ -18,6 +21,9 @@
 #   3. evalmeter's image (hack/offline/image.sh: a go build, docker import, nothing
 #      pulled), kind and helm (Go module proxy), kubectl (KUBECTL, else
 #      hack/offline/envtest.sh's, which make test builds too).
+#      upgrade: also the previous release's (go run ./hack/release previous): its
+#      commit checked out with git worktree in bin/kind/release-vX.Y.Z, its image
+#      built by its own hack/offline/image.sh as evalmeter:X.Y.Z.
 #   4. Traefik, the ingress controller the test deploys: test/e2e/testdata/traefik.yaml,
 #      offline a copy of it in bin/kind/ that runs the image built here
 #      (E2E_TRAEFIK_MANIFEST).
@@ -51,7 +57,12 @@ ha)
 	port=${E2E_PORT:-38453}
 	ingress_port=${E2E_INGRESS_PORT:-38454}
 	;;
-*) die "E2E_SUITE=$suite: kind or ha" ;;
+upgrade)
+	cluster=${KIND_CLUSTER:-evalmeter-e2e-upgrade}
+	port=${E2E_PORT:-38473}
+	ingress_port=${E2E_INGRESS_PORT:-38474}
+	;;
+*) die "E2E_SUITE=$suite: kind, ha or upgrade" ;;
 esac
 node_port=30080
 ingress_node_port=30443
@@ -99,6 +110,8 @@ if [ "$offline" = 1 ]; then
 		cnpg_postgres_image=$(step "CloudNativePG PostgreSQL image" hack/offline/cnpg-postgres-image.sh)
 	else
 		postgres_image=$(step "PostgreSQL image" hack/offline/postgres-image.sh)
+	fi
+	if [ "$suite" = kind ]; then
 		traefik_image=$(step "Traefik image" env GO="$go" hack/offline/traefik-image.sh)
 	fi
 else
@@ -114,6 +127,22 @@ helm=$root/bin/helm
 kubectl=${KUBECTL:-}
 [ -n "$kubectl" ] || kubectl=$(hack/offline/envtest.sh)/kubectl
 step "evalmeter image" env IMAGE="$image" GO="$go" hack/offline/image.sh >/dev/null
+previous_version= previous_image= previous_chart=
+if [ "$suite" = upgrade ]; then
+	previous=$("$go" run ./hack/release previous) || die "no release to upgrade from (hack/releases)"
+	read -r previous_version previous_commit <<<"$previous"
+	worktree=$out/release-$previous_version
+	if [ "$(git -C "$worktree" rev-parse HEAD 2>/dev/null)" != "$previous_commit" ]; then
+		rm -rf "$worktree"
+		git worktree prune
+		step "checking out $previous_version ($previous_commit)" git worktree add --detach "$worktree" "$previous_commit" >&2
+	fi
+	previous_image=evalmeter:${previous_version#v}
+	previous_chart=$worktree/charts/evalmeter
+	# The release's own script, as the release built it.
+	step "evalmeter $previous_version image" env -C "$worktree" IMAGE="$previous_image" GO="$go" \
+		VERSION="$previous_version" COMMIT="$previous_commit" hack/offline/image.sh >/dev/null
+fi
 
 # ---- 4. Traefik's manifest: offline, a copy that runs the image built here ----
 traefik_manifest=
@@ -162,7 +191,7 @@ config=$out/$cluster.yaml
 trap cleanup EXIT
 step "creating cluster $cluster" "$kind" create cluster --name "$cluster" --config "$config" \
 	--kubeconfig "$kubeconfig" --wait 3m ${node_image:+--image "$node_image"} >&2
-for i in "$image" $traefik_image $postgres_image $cnpg_postgres_image; do
+for i in "$image" $previous_image $traefik_image $postgres_image $cnpg_postgres_image; do
 	step "loading $i" "$kind" load docker-image "$i" --name "$cluster" >&2
 done
 if [ "$suite" = ha ]; then
@@ -180,15 +209,16 @@ if [ "$suite" = ha ]; then
 fi
 
 # ---- 6. the test ----
-if [ "$suite" = ha ]; then
-	tests='^TestHA'
-else
-	tests='^TestKind'
-fi
+case $suite in
+ha) tests='^TestHA' ;;
+upgrade) tests='^TestUpgrade' ;;
+*) tests='^TestKind' ;;
+esac
 log "ready in $((SECONDS - t0))s; running test/e2e $tests"
 KUBECONFIG=$kubeconfig KUBECTL=$kubectl HELM=$helm \
 	E2E_API_URL=https://127.0.0.1:$port E2E_NODE_PORT=$node_port E2E_INGRESS_ADDR=127.0.0.1:$ingress_port \
 	E2E_IMAGE=$image E2E_POSTGRES_IMAGE=$postgres_image E2E_CNPG_POSTGRES_IMAGE=$cnpg_postgres_image \
 	E2E_TRAEFIK_MANIFEST=$traefik_manifest \
+	E2E_PREVIOUS_VERSION=$previous_version E2E_PREVIOUS_IMAGE=$previous_image E2E_PREVIOUS_CHART=$previous_chart \
 	"$go" test -tags e2e -count=1 -v -timeout 30m -run "$tests" ./test/e2e
 log "passed in $((SECONDS - t0))s"

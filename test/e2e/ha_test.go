@@ -4,24 +4,15 @@ package e2e
 
 import (
 	"bytes"
-	"crypto/tls"
-	"encoding/json"
 	"fmt"
-	"io"
-	"math/rand/v2"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/evalmeter/evalmeter/api"
 	"github.com/evalmeter/evalmeter/internal/polltest"
 )
 
@@ -120,96 +111,16 @@ func TestHA(t *testing.T) {
 		t.Fatalf("synchronous_standby_names = %q with E2E_HA_ASYNC=%t", standbys, async)
 	}
 
-	// The agreement: haCredits credits.
-	validUntil := time.Now().Add(24 * time.Hour).UTC().Format(time.RFC3339)
-	e.run(t, []byte(fmt.Sprintf(`apiVersion: evalmeter.io/v1alpha1
-kind: ClientAgreement
-metadata:
-  name: ha-e2e
-spec:
-  clientID: ha-e2e
-  allocatedHours: %d
-  validUntil: %q
-  orderReference: PO-HA-1
-`, haCredits, validUntil)), e.kubectl, "-n", ns, "apply", "-f", "-")
-	polltest.Until(t, 60*time.Second, "the agreement Active", func() error {
-		if got := kubectl("-n", ns, "get", "clientagreement", "ha-e2e", "-o", "jsonpath={.status.phase}"); got != "Active" {
-			return fmt.Errorf("phase %q", got)
-		}
-		return nil
-	})
-	apiKey := secretKey(t, kubectl, ns, "ha-e2e-api-key")
-	example, err := os.ReadFile(filepath.Join(repo, "api", "examples", "metrics-request.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	transport := &http.Transport{
-		TLSClientConfig:     &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
-		DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
-		MaxIdleConnsPerHost: 32,
-	}
-	c := &loadClient{
-		client: &http.Client{Timeout: 20 * time.Second, Transport: transport},
-		url:    e.apiURL + "/api/svc/v1",
-		h:      &history{},
-	}
-	svc := endpoint{url: c.url, client: c.client}
-	svc.waitUntilServing(t)
+	apiKey := loadAgreement(t, e, ns, "ha-e2e", "PO-HA-1", haCredits)
+	example := exampleRequest(t)
+	c, transport := newLoadClient(t, e, roots)
 
 	// The load.
-	t0 := time.Now()
-	var stop atomic.Bool // the replays and metrics posts end
-	var workers, openers sync.WaitGroup
-	keys := make(chan string)
-	go func() { // the pacer
-		defer close(keys)
-		paced := haCredits + haSpare
-		for i := range haAttempts {
-			if i < paced {
-				time.Sleep(time.Until(t0.Add(haOpenPeriod * time.Duration(i) / time.Duration(paced))))
-			}
-			keys <- fmt.Sprintf("ha-e2e-open-%04d", i)
-		}
-	}()
-	resolveBy := t0.Add(haLoad + 4*time.Minute)
-	for range 8 {
-		openers.Add(1)
-		go func() {
-			defer openers.Done()
-			for key := range keys {
-				untilAnswered(resolveBy, func(attempt int) op { return c.openSession(apiKey, key, attempt, opOpen) })
-			}
-		}()
-	}
-	for range 2 { // replays of acknowledged opens
-		workers.Add(1)
-		go func() {
-			defer workers.Done()
-			for !stop.Load() {
-				if s, ok := c.randomSession(); ok {
-					c.openSession(apiKey, s.key, 1, opReplay)
-				}
-				time.Sleep(100 * time.Millisecond)
-			}
-		}()
-	}
-	for w := range 4 { // metrics posts, each key retried until a 200
-		workers.Add(1)
-		go func() {
-			defer workers.Done()
-			for n := 0; !stop.Load(); n++ {
-				s, ok := c.randomSession()
-				if !ok {
-					time.Sleep(100 * time.Millisecond)
-					continue
-				}
-				key := fmt.Sprintf("ha-e2e-metrics-%d-%05d", w, n)
-				untilAnswered(resolveBy, func(attempt int) op { return c.postMetrics(s.token, key, attempt, example) })
-				time.Sleep(50 * time.Millisecond)
-			}
-		}()
-	}
+	l := startLoad(c, apiKey, loadShape{
+		prefix: "ha-e2e", attempts: haAttempts, paced: haCredits + haSpare, period: haOpenPeriod,
+		resolveWithin: haLoad + 4*time.Minute, metrics: example,
+	})
+	t0 := l.t0
 
 	// The faults, one after the other.
 	var faults []fault
@@ -269,10 +180,7 @@ spec:
 	}
 
 	after(max(haLoad, time.Since(t0)+10*time.Second))
-	stop.Store(true)
-	workers.Wait()
-	openers.Wait()
-	end := time.Now()
+	end := l.stop()
 	loadTime := end.Sub(t0)
 
 	// Every acknowledged session, replayed once more: the same id and token.
@@ -316,95 +224,6 @@ spec:
 			t.Logf("%s: unavailable for %s, over the %s target", f.name, f.window.Round(time.Second), haWindowTarget)
 		}
 	}
-}
-
-// untilAnswered calls do with attempt 1, 2, ... every half second while the
-// service is unavailable (a 503, or no answer) and deadline has not passed:
-// anything else settles the key, and checkLedger judges it.
-func untilAnswered(deadline time.Time, do func(attempt int) op) {
-	for attempt := 1; do(attempt).failed() && time.Now().Before(deadline); attempt++ {
-		time.Sleep(500 * time.Millisecond)
-	}
-}
-
-// loadClient makes the failover test's requests and records each in h.
-type loadClient struct {
-	client *http.Client
-	url    string // ending in /api/svc/v1
-	h      *history
-
-	mu    sync.Mutex
-	acked []op // the first 201 of each key
-	seen  map[string]bool
-}
-
-func (c *loadClient) openSession(apiKey, key string, attempt int, kind string) op {
-	o := c.post(kind, "/sessions", apiKey, key, attempt, nil)
-	if o.status == 201 {
-		c.mu.Lock()
-		if !c.seen[o.key] {
-			if c.seen == nil {
-				c.seen = map[string]bool{}
-			}
-			c.seen[o.key] = true
-			c.acked = append(c.acked, o)
-		}
-		c.mu.Unlock()
-	}
-	return o
-}
-
-func (c *loadClient) postMetrics(token, key string, attempt int, body []byte) op {
-	return c.post(opMetrics, "/metrics", token, key, attempt, body)
-}
-
-// randomSession is one of the sessions acknowledged so far.
-func (c *loadClient) randomSession() (op, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.acked) == 0 {
-		return op{}, false
-	}
-	return c.acked[rand.IntN(len(c.acked))], true
-}
-
-func (c *loadClient) sessions() []op {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]op(nil), c.acked...)
-}
-
-func (c *loadClient) post(kind, path, bearer, key string, attempt int, body []byte) op {
-	o := op{kind: kind, key: key, attempt: attempt, start: time.Now()}
-	defer func() { o.end = time.Now(); c.h.add(o) }()
-	req, err := http.NewRequest(http.MethodPost, c.url+path, bytes.NewReader(body))
-	if err != nil {
-		o.err = err.Error()
-		return o
-	}
-	req.Header.Set("Authorization", "Bearer "+bearer)
-	req.Header.Set("Idempotency-Key", key)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := c.client.Do(req)
-	if err != nil {
-		o.err = err.Error()
-		return o
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		o.err = err.Error()
-		return o
-	}
-	o.status, o.retryAfter = resp.StatusCode, resp.Header.Get("Retry-After")
-	var refusal api.ErrorEnvelope
-	var opened api.SessionEnvelope
-	if json.Unmarshal(b, &refusal) == nil && json.Unmarshal(b, &opened) == nil {
-		o.code, o.sessionID, o.token, o.replay = refusal.Error.Code, opened.Session.ID, opened.Session.Token, opened.IdempotentReplay
-	}
-	return o
 }
 
 // cnpgCluster is the chart's CloudNativePG Cluster, seen through kubectl.
@@ -502,41 +321,7 @@ func (c cnpgCluster) psql(t *testing.T, sql string) string {
 // ledger reads what PostgreSQL holds for clientID, on the primary.
 func (c cnpgCluster) ledger(t *testing.T, clientID string) ledgerState {
 	t.Helper()
-	query := func(sql string) [][]string {
-		t.Helper()
-		out := c.psql(t, sql)
-		var rows [][]string
-		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-			if line != "" {
-				rows = append(rows, strings.Split(line, "|"))
-			}
-		}
-		return rows
-	}
-	atoi := func(s string) int {
-		n, err := strconv.Atoi(s)
-		if err != nil {
-			t.Fatalf("ledger: %q is not a number", s)
-		}
-		return n
-	}
-	l := ledgerState{sessions: map[string]string{}, metricsKeys: map[string]bool{}}
-	// psql's -c does not interpolate variables: the test's own id, as a literal.
-	lit := "'" + strings.ReplaceAll(clientID, "'", "''") + "'"
-	row := query("SELECT allocated_hours, consumed_hours FROM clients WHERE client_id = " + lit)
-	if len(row) != 1 || len(row[0]) != 2 {
-		t.Fatalf("ledger: client %s: %q", clientID, row)
-	}
-	l.allocated, l.consumed = atoi(row[0][0]), atoi(row[0][1])
-	for _, r := range query("SELECT idempotency_key, id FROM sessions WHERE client_id = " + lit) {
-		l.sessions[r[0]] = r[1]
-	}
-	row = query("SELECT count(*), count(DISTINCT session_id) FROM credit_events WHERE kind = 'session' AND client_id = " + lit)
-	l.sessionEvents, l.chargedSessions = atoi(row[0][0]), atoi(row[0][1])
-	for _, r := range query("SELECT idempotency_key FROM metrics_requests WHERE client_id = " + lit) {
-		l.metricsKeys[r[0]] = true
-	}
-	return l
+	return readLedger(t, func(sql string) string { t.Helper(); return c.psql(t, sql) }, clientID)
 }
 
 // output runs kubectl with args on the cluster and returns its output, or

@@ -172,6 +172,28 @@ func checkLedger(h []op, l ledgerState, attempts int, faults []fault) []string {
 	return append(problems, opProblems...)
 }
 
+// unanswered returns a problem for each key of an open or a metrics post
+// whose last attempt failed: a 503 or no answer that the client, retrying,
+// never got past. Replays are not retried, and are left out.
+func unanswered(h []op) []string {
+	last := map[string]op{}
+	for _, o := range h {
+		if o.kind == opReplay {
+			continue
+		}
+		if prev, ok := last[o.kind+" "+o.key]; !ok || o.attempt >= prev.attempt {
+			last[o.kind+" "+o.key] = o
+		}
+	}
+	var problems []string
+	for _, k := range sortedKeys(last) {
+		if o := last[k]; o.failed() {
+			problems = append(problems, fmt.Sprintf("%s %s: never answered: attempt %d, the last, got %d %s", o.kind, o.key, o.attempt, o.status, o.err))
+		}
+	}
+	return problems
+}
+
 func duringAPIFault(o op, faults []fault) bool {
 	for _, f := range faults {
 		if f.apiDown && o.end.After(f.start) && o.start.Before(f.end) {

@@ -98,6 +98,15 @@ func TestCheckLedger(t *testing.T) {
 	}
 
 	h, _ := good()
+	if p := unanswered(h); len(p) != 0 {
+		t.Errorf("unanswered of a history whose every key was answered: %q", p)
+	}
+	h = append(h, op{kind: opMetrics, key: "m2", attempt: 1, start: at(23), status: 503, code: "service_unavailable"},
+		op{kind: opMetrics, key: "m2", attempt: 2, start: at(24), status: 0, err: "timeout"})
+	if p := unanswered(h); len(p) != 1 || !strings.HasPrefix(p[0], "metrics m2: never answered: attempt 2") {
+		t.Errorf("unanswered of a metrics key whose retries all failed: %q", p)
+	}
+	h, _ = good()
 	f := figures(h, faults, at(60))
 	if f[0].requests != 5 || f[0].failures != 1 || f[0].unavailable != 1 || f[0].retries != 1 || f[0].window != 2*time.Second ||
 		f[1].requests != 2 || f[1].failures != 1 || f[1].unavailable != 0 || f[1].window != 100*time.Millisecond {
