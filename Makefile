@@ -81,6 +81,10 @@ test-e2e: ## Install the chart on a new kind cluster and run the client flow thr
 test-e2e-ha: ## Fail the ledger's CloudNativePG cluster over under load on a new kind cluster and check it against the client's record (hack/e2e.sh E2E_SUITE=ha; E2E_HA_ASYNC=1: the mutation check).
 	E2E_SUITE=ha GO=$(GO) hack/e2e.sh
 
+.PHONY: test-e2e-dr
+test-e2e-dr: ## Back the CloudNativePG ledger up to object storage under load, DELETE from it, restore a new cluster to a time before and check it against the client's record (hack/e2e.sh E2E_SUITE=dr; E2E_DR_TARGET=after-delete: the mutation check, which must fail the ledger check).
+	E2E_SUITE=dr GO=$(GO) hack/e2e.sh
+
 .PHONY: fuzz
 fuzz: ## Fuzz the metrics engine for FUZZTIME (default 20s) against the JSON Schema and gowebpki/jcs, each converter and the receipt verifier for FUZZTIME_CONVERT (5s), and the API handler for FUZZTIME_HTTP (10s) against api/openapi.yaml.
 	GO=$(GO) hack/fuzz.sh ./internal/metrics FuzzCompute $(FUZZTIME) 10s

@@ -5,6 +5,7 @@ package e2e
 import (
 	"bytes"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -113,7 +114,7 @@ func TestHA(t *testing.T) {
 	start := time.Now()
 	e.run(t, nil, e.helm, install...)
 	t.Logf("helm install --wait: %s", time.Since(start).Round(time.Second))
-	db := cnpgCluster{e: e, ns: ns}
+	db := cnpgCluster{e: e, ns: ns, name: haCluster, instances: 3}
 	db.waitHealthy(t, "the Cluster after helm install", func(string) bool { return true })
 	standbys := strings.TrimSpace(db.psql(t, "SHOW synchronous_standby_names"))
 	if sync := strings.HasPrefix(standbys, "ANY 1 "); sync == async {
@@ -121,39 +122,9 @@ func TestHA(t *testing.T) {
 	}
 
 	// The agreement: haCredits credits.
-	validUntil := time.Now().Add(24 * time.Hour).UTC().Format(time.RFC3339)
-	e.run(t, []byte(fmt.Sprintf(`apiVersion: evalmeter.io/v1alpha1
-kind: ClientAgreement
-metadata:
-  name: ha-e2e
-spec:
-  clientID: ha-e2e
-  allocatedHours: %d
-  validUntil: %q
-  orderReference: PO-HA-1
-`, haCredits, validUntil)), e.kubectl, "-n", ns, "apply", "-f", "-")
-	polltest.Until(t, 60*time.Second, "the agreement Active", func() error {
-		if got := kubectl("-n", ns, "get", "clientagreement", "ha-e2e", "-o", "jsonpath={.status.phase}"); got != "Active" {
-			return fmt.Errorf("phase %q", got)
-		}
-		return nil
-	})
-	apiKey := secretKey(t, kubectl, ns, "ha-e2e-api-key")
-	example, err := os.ReadFile(filepath.Join(repo, "api", "examples", "metrics-request.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	transport := &http.Transport{
-		TLSClientConfig:     &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
-		DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
-		MaxIdleConnsPerHost: 32,
-	}
-	c := &loadClient{
-		client: &http.Client{Timeout: 20 * time.Second, Transport: transport},
-		url:    e.apiURL + "/api/svc/v1",
-		h:      &history{},
-	}
+	apiKey := provisionAgreement(t, e, ns, "ha-e2e", haCredits)
+	example := metricsExample(t)
+	c, transport := newLoadClient(e, roots)
 	svc := endpoint{url: c.url, client: c.client}
 	svc.waitUntilServing(t)
 
@@ -182,34 +153,7 @@ spec:
 			}
 		}()
 	}
-	for range 2 { // replays of acknowledged opens
-		workers.Add(1)
-		go func() {
-			defer workers.Done()
-			for !stop.Load() {
-				if s, ok := c.randomSession(); ok {
-					c.openSession(apiKey, s.key, 1, opReplay)
-				}
-				time.Sleep(100 * time.Millisecond)
-			}
-		}()
-	}
-	for w := range 4 { // metrics posts, each key retried until a 200
-		workers.Add(1)
-		go func() {
-			defer workers.Done()
-			for n := 0; !stop.Load(); n++ {
-				s, ok := c.randomSession()
-				if !ok {
-					time.Sleep(100 * time.Millisecond)
-					continue
-				}
-				key := fmt.Sprintf("ha-e2e-metrics-%d-%05d", w, n)
-				untilAnswered(resolveBy, func(attempt int) op { return c.postMetrics(s.token, key, attempt, example) })
-				time.Sleep(50 * time.Millisecond)
-			}
-		}()
-	}
+	c.replaysAndMetrics(apiKey, example, "ha-e2e", 2, 4, &stop, &workers, func() time.Time { return resolveBy })
 
 	// The faults, one after the other.
 	var faults []fault
@@ -235,7 +179,7 @@ spec:
 	f = fault{name: "switchover to " + target, start: time.Now()}
 	patch := fmt.Sprintf(`{"status":{"targetPrimary":%q,"targetPrimaryTimestamp":%q,"phase":"Switchover in progress","phaseReason":"Switching over to %s"}}`,
 		target, time.Now().UTC().Format("2006-01-02T15:04:05.000000Z07:00"), target)
-	kubectl("-n", ns, "patch", "clusters.postgresql.cnpg.io", haCluster, "--subresource=status", "--type=merge", "-p", patch)
+	kubectl("-n", ns, "patch", "clusters.postgresql.cnpg.io", db.name, "--subresource=status", "--type=merge", "-p", patch)
 	f.end = db.waitHealthy(t, f.name, func(p string) bool { return p == target })
 	f.promoted = db.promoted(t)
 	faults = append(faults, f)
@@ -285,28 +229,14 @@ spec:
 	t.Logf("load of %s against %s (synchronous replication: %t); the ledger: %d of %d credits consumed, %d sessions, %d metrics requests\n%s",
 		loadTime.Round(time.Second), c.url, !async, state.consumed, state.allocated, len(state.sessions), len(state.metricsKeys), summary(h, faults, end))
 	problems := checkLedger(h, state, haAttempts, faults)
+	mutation := ""
 	if async {
-		// The mutation check passes when the checker catches the loss.
-		lost := 0
-		for _, p := range problems {
-			if strings.HasPrefix(p, "acknowledged session lost") || strings.Contains(p, ", the ledger has ") {
-				lost++
-			}
-		}
-		if lost == 0 {
-			t.Errorf("asynchronous replication and the primary killed: no acknowledged session found lost (%d other problems)", len(problems))
-		}
-		t.Logf("mutation check: %d acknowledged sessions lost or replaced, %d problems in all; the first:\n%s",
-			lost, len(problems), strings.Join(problems[:min(len(problems), 10)], "\n"))
+		mutation = "asynchronous replication and the primary killed"
+	}
+	if judge(t, problems, mutation, func(p string) bool {
+		return strings.HasPrefix(p, "acknowledged session lost") || strings.Contains(p, ", the ledger has ")
+	}) {
 		return
-	}
-	// A broken ledger breaks many promises at once: the first few say which.
-	const shown = 25
-	for _, p := range problems[:min(len(problems), shown)] {
-		t.Error(p)
-	}
-	if len(problems) > shown {
-		t.Errorf("... and %d more problems", len(problems)-shown)
 	}
 	for _, f := range figures(h, faults, end) {
 		switch {
@@ -318,12 +248,129 @@ spec:
 	}
 }
 
+// judge reports a checker's problems as the test's errors, the first few
+// (a broken ledger breaks many promises at once: those say which), and
+// reports whether mutation is set. In a mutation check (mutation names the
+// fault injected), the fault should lose acknowledged writes: the test then
+// fails only when no problem isLoss, and logs the first problems.
+func judge(t *testing.T, problems []string, mutation string, isLoss func(problem string) bool) bool {
+	t.Helper()
+	if mutation != "" {
+		lost := 0
+		for _, p := range problems {
+			if isLoss(p) {
+				lost++
+			}
+		}
+		if lost == 0 {
+			t.Errorf("%s: no acknowledged write found lost (%d other problems)", mutation, len(problems))
+		}
+		t.Logf("mutation check (%s): %d acknowledged writes lost or replaced, %d problems in all; the first:\n%s",
+			mutation, lost, len(problems), strings.Join(problems[:min(len(problems), 10)], "\n"))
+		return true
+	}
+	const shown = 25
+	for _, p := range problems[:min(len(problems), shown)] {
+		t.Error(p)
+	}
+	if len(problems) > shown {
+		t.Errorf("... and %d more problems", len(problems)-shown)
+	}
+	return false
+}
+
 // untilAnswered calls do with attempt 1, 2, ... every half second while the
 // service is unavailable (a 503, or no answer) and deadline has not passed:
 // anything else settles the key, and checkLedger judges it.
 func untilAnswered(deadline time.Time, do func(attempt int) op) {
 	for attempt := 1; do(attempt).failed() && time.Now().Before(deadline); attempt++ {
 		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// provisionAgreement applies a ClientAgreement name (clientID name) with
+// credits evaluation hours, waits until it is Active, and returns its API key.
+func provisionAgreement(t *testing.T, e kindEnv, ns, name string, credits int) string {
+	t.Helper()
+	validUntil := time.Now().Add(24 * time.Hour).UTC().Format(time.RFC3339)
+	e.run(t, []byte(fmt.Sprintf(`apiVersion: evalmeter.io/v1alpha1
+kind: ClientAgreement
+metadata:
+  name: %s
+spec:
+  clientID: %s
+  allocatedHours: %d
+  validUntil: %q
+  orderReference: PO-%s
+`, name, name, credits, validUntil, strings.ToUpper(name))), e.kubectl, "-n", ns, "apply", "-f", "-")
+	kubectl := func(args ...string) string { t.Helper(); return e.run(t, nil, e.kubectl, args...) }
+	polltest.Until(t, 60*time.Second, "the agreement "+name+" Active", func() error {
+		if got := kubectl("-n", ns, "get", "clientagreement", name, "-o", "jsonpath={.status.phase}"); got != "Active" {
+			return fmt.Errorf("phase %q", got)
+		}
+		return nil
+	})
+	return secretKey(t, kubectl, ns, name+"-api-key")
+}
+
+// metricsExample is the API's example metrics request, the load's body.
+func metricsExample(t *testing.T) []byte {
+	t.Helper()
+	example, err := os.ReadFile(filepath.Join(repo, "api", "examples", "metrics-request.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return example
+}
+
+// newLoadClient is a loadClient of the API's node port, trusting roots, with
+// an empty history; its transport's idle connections can be closed.
+func newLoadClient(e kindEnv, roots *x509.CertPool) (*loadClient, *http.Transport) {
+	transport := &http.Transport{
+		TLSClientConfig:     &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+		MaxIdleConnsPerHost: 32,
+	}
+	return &loadClient{
+		client: &http.Client{Timeout: 20 * time.Second, Transport: transport},
+		url:    e.apiURL + "/api/svc/v1",
+		h:      &history{},
+	}, transport
+}
+
+// replaysAndMetrics starts the load's replays of acknowledged opens
+// (replayers goroutines, one every 100 ms each) and metrics posts (posters
+// goroutines, keys prefix-metrics-W-N, each retried while unavailable until
+// deadline()) on the sessions acknowledged so far, on wg, until stop.
+func (c *loadClient) replaysAndMetrics(apiKey string, body []byte, prefix string, replayers, posters int,
+	stop *atomic.Bool, wg *sync.WaitGroup, deadline func() time.Time) {
+	for range replayers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() {
+				if s, ok := c.randomSession(); ok {
+					c.openSession(apiKey, s.key, 1, opReplay)
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		}()
+	}
+	for w := range posters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := 0; !stop.Load(); n++ {
+				s, ok := c.randomSession()
+				if !ok {
+					time.Sleep(100 * time.Millisecond)
+					continue
+				}
+				key := fmt.Sprintf("%s-metrics-%d-%05d", prefix, w, n)
+				untilAnswered(deadline(), func(attempt int) op { return c.postMetrics(s.token, key, attempt, body) })
+				time.Sleep(50 * time.Millisecond)
+			}
+		}()
 	}
 }
 
@@ -407,16 +454,19 @@ func (c *loadClient) post(kind, path, bearer, key string, attempt int, body []by
 	return o
 }
 
-// cnpgCluster is the chart's CloudNativePG Cluster, seen through kubectl.
+// cnpgCluster is one of the chart's CloudNativePG Clusters, seen through
+// kubectl.
 type cnpgCluster struct {
-	e  kindEnv
-	ns string
+	e         kindEnv
+	ns        string
+	name      string // the Cluster's
+	instances int    // how many make it healthy
 }
 
 // status is the Cluster's current primary, ready instances and phase.
 func (c cnpgCluster) status(t *testing.T) (primary string, ready int, phase string) {
 	t.Helper()
-	out, err := c.e.output("-n", c.ns, "get", "clusters.postgresql.cnpg.io", haCluster, "-o",
+	out, err := c.e.output("-n", c.ns, "get", "clusters.postgresql.cnpg.io", c.name, "-o",
 		"jsonpath={.status.currentPrimary}|{.status.readyInstances}|{.status.phase}")
 	if err != nil {
 		return "", 0, err.Error()
@@ -442,7 +492,7 @@ func (c cnpgCluster) primary(t *testing.T) string {
 func (c cnpgCluster) standby(t *testing.T) string {
 	t.Helper()
 	primary := c.primary(t)
-	out := c.e.run(t, nil, c.e.kubectl, "-n", c.ns, "get", "pods", "-l", "cnpg.io/cluster="+haCluster+",cnpg.io/podRole=instance", "-o",
+	out := c.e.run(t, nil, c.e.kubectl, "-n", c.ns, "get", "pods", "-l", "cnpg.io/cluster="+c.name+",cnpg.io/podRole=instance", "-o",
 		`jsonpath={range .items[*]}{.metadata.name} {.status.containerStatuses[0].ready}{"\n"}{end}`)
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		if name, ready, _ := strings.Cut(line, " "); name != primary && ready == "true" {
@@ -456,7 +506,7 @@ func (c cnpgCluster) standby(t *testing.T) string {
 // promoted is when the current primary was promoted.
 func (c cnpgCluster) promoted(t *testing.T) time.Time {
 	t.Helper()
-	out := c.e.run(t, nil, c.e.kubectl, "-n", c.ns, "get", "clusters.postgresql.cnpg.io", haCluster, "-o", "jsonpath={.status.currentPrimaryTimestamp}")
+	out := c.e.run(t, nil, c.e.kubectl, "-n", c.ns, "get", "clusters.postgresql.cnpg.io", c.name, "-o", "jsonpath={.status.currentPrimaryTimestamp}")
 	at, err := time.Parse(time.RFC3339Nano, strings.TrimSpace(out))
 	if err != nil {
 		t.Fatalf("the Cluster's currentPrimaryTimestamp %q: %v", out, err)
@@ -468,11 +518,10 @@ func (c cnpgCluster) promoted(t *testing.T) time.Time {
 // healthy and its primary satisfies ok, and returns when it was seen so.
 func (c cnpgCluster) waitHealthy(t *testing.T, what string, ok func(primary string) bool) time.Time {
 	t.Helper()
-	const instances = 3
 	polltest.Until(t, 5*time.Minute, what+": the Cluster healthy again", func() error {
 		primary, ready, phase := c.status(t)
-		if ready != instances || phase != "Cluster in healthy state" || !ok(primary) {
-			return fmt.Errorf("primary %q, %d of %d instances ready, phase %q", primary, ready, instances, phase)
+		if ready != c.instances || phase != "Cluster in healthy state" || !ok(primary) {
+			return fmt.Errorf("primary %q, %d of %d instances ready, phase %q", primary, ready, c.instances, phase)
 		}
 		return nil
 	})
