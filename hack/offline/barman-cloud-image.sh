@@ -86,6 +86,10 @@ build_sidecar() {
 	rm -rf "$d"
 	cp -a "$rootfs" "$d"
 	rm -rf "$d"/usr/share/{doc,man,info,locale} "$d"/var/cache/apt/* "$d"/var/lib/apt/lists/*
+	# botocore's models of every AWS service but S3's and STS's (about 100 MB): Barman's S3
+	# client loads no other.
+	find "$d/usr/lib/python3/dist-packages/botocore/data" -mindepth 1 -maxdepth 1 -type d \
+		! -name s3 ! -name sts -exec rm -rf {} +
 	# postgres, with CloudNativePG's default uid and gid (26): Python and boto3 look the
 	# user's home up.
 	echo 'postgres:x:26:26:PostgreSQL:/var/lib/postgresql:/usr/sbin/nologin' >>"$d/etc/passwd"

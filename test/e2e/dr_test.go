@@ -245,13 +245,19 @@ COMMIT;`)
 		return nil
 	})
 	recovery := time.Since(restoreStart)
-	point := recoveryPoint(h, state, target)
-	recovered := strings.TrimSpace(restored.psql(t, "SELECT pg_last_xact_replay_timestamp(), now()"))
+	point, behind := "none", "-"
+	if p := recoveryPoint(h, state, target); !p.IsZero() {
+		point, behind = p.Format(timeMicro), target.Sub(p).Round(time.Millisecond).String()
+	}
+	// The newest record the restored ledger holds, by the API's own clock.
+	newest := strings.TrimSpace(restored.psql(t, `SELECT to_char(greatest((SELECT max(issued_at) FROM sessions),
+  (SELECT max(created_at) FROM metrics_requests)) AT TIME ZONE 'UTC', 'HH24:MI:SS.US')`))
 	t.Logf("recovery time %s (helm upgrade --wait %s, then the API answering from the restored ledger); recovery point: target %s, "+
-		"the last acknowledged request the restored ledger holds ended %s before it (at %s); restored: %d sessions, %d metrics requests, %d consumed; "+
-		"the restored Cluster's last replayed commit and now: %s",
+		"the last acknowledged request the restored ledger holds ended %s before it (at %s; its newest record is of %s); "+
+		"restored: %d sessions, %d metrics requests, %d consumed (before the DELETE: %d sessions)",
 		recovery.Round(100*time.Millisecond), upgraded.Round(100*time.Millisecond), target.Format(time.RFC3339),
-		target.Sub(point).Round(time.Millisecond), point.Format(timeMicro), len(state.sessions), len(state.metricsKeys), state.consumed, recovered)
+		behind, point, newest,
+		len(state.sessions), len(state.metricsKeys), state.consumed, len(before.sessions))
 
 	problems := checkRestore(h, state, target)
 	problems = append(problems, restored.consumedMismatches(t)...)
