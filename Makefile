@@ -85,6 +85,10 @@ test-e2e-ha: ## Fail the ledger's CloudNativePG cluster over under load on a new
 test-e2e-upgrade: ## Install the previous release (hack/releases) on a new kind cluster, helm upgrade to this tree under load, downgrade the image, and check the ledger against the client's record (hack/e2e.sh E2E_SUITE=upgrade).
 	E2E_SUITE=upgrade GO=$(GO) hack/e2e.sh
 
+.PHONY: test-e2e-dr
+test-e2e-dr: ## Back the CloudNativePG ledger up to object storage under load, DELETE from it, restore a new cluster to a time before and check it against the client's record (hack/e2e.sh E2E_SUITE=dr; E2E_DR_TARGET=after-delete: the mutation check, which must fail the ledger check).
+	E2E_SUITE=dr GO=$(GO) hack/e2e.sh
+
 .PHONY: fuzz
 fuzz: ## Fuzz the metrics engine for FUZZTIME (default 20s) against the JSON Schema and gowebpki/jcs, each converter and the receipt verifier for FUZZTIME_CONVERT (5s), and the API handler for FUZZTIME_HTTP (10s) against api/openapi.yaml.
 	GO=$(GO) hack/fuzz.sh ./internal/metrics FuzzCompute $(FUZZTIME) 10s

@@ -17,24 +17,34 @@ import (
 )
 
 // installCloudNativePGCRDs installs the CRDs of CloudNativePG's release
-// manifest (hack/cnpg-manifest.sh: the version make test-e2e-ha runs) into
-// the test's API server, so that dry runs check the chart's Cluster against
-// its real schema.
+// manifest (hack/cnpg-manifest.sh: the version make test-e2e-ha runs) and of
+// the Barman Cloud plugin's (hack/barman-cloud-manifest.sh: its ObjectStore)
+// into the test's API server, so that dry runs check the chart's Cluster,
+// ScheduledBackup and ObjectStore against their real schemas.
 func installCloudNativePGCRDs() error {
-	out, err := exec.Command(filepath.Join("..", "hack", "cnpg-manifest.sh")).Output()
+	if err := installManifestCRDs("cnpg-manifest.sh", "postgresql.cnpg.io", "Cluster"); err != nil {
+		return err
+	}
+	return installManifestCRDs("barman-cloud-manifest.sh", "barmancloud.cnpg.io", "ObjectStore")
+}
+
+// installManifestCRDs installs the CRDs of the manifest whose path hack/SCRIPT
+// prints, one of which must be group's kind.
+func installManifestCRDs(script, group, kind string) error {
+	out, err := exec.Command(filepath.Join("..", "hack", script)).Output()
 	if err != nil {
-		return fmt.Errorf("hack/cnpg-manifest.sh: %w", err)
+		return fmt.Errorf("hack/%s: %w", script, err)
 	}
 	crds, err := envtest.InstallCRDs(testEnv.Config, envtest.CRDInstallOptions{Paths: []string{strings.TrimSpace(string(out))}})
 	if err != nil {
 		return err
 	}
 	for _, crd := range crds {
-		if crd.Spec.Names.Kind == "Cluster" && crd.Spec.Group == "postgresql.cnpg.io" {
+		if crd.Spec.Names.Kind == kind && crd.Spec.Group == group {
 			return nil
 		}
 	}
-	return fmt.Errorf("CloudNativePG's manifest installed %d CRDs, none of them postgresql.cnpg.io's Cluster", len(crds))
+	return fmt.Errorf("hack/%s's manifest installed %d CRDs, none of them %s's %s", script, len(crds), group, kind)
 }
 
 // cnpgCluster is the part of a CloudNativePG Cluster the chart decides.

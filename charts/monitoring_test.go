@@ -44,6 +44,10 @@ func monitoringValues() map[string]any {
 	}
 }
 
+// allAlertsValues are monitoringValues with postgresql.cnpg.backup on: every
+// alert renders, the backup alerts included.
+func allAlertsValues() map[string]any { return merged(monitoringValues(), backupValues()) }
+
 // merged returns base with extra merged in, maps recursively.
 func merged(base, extra map[string]any) map[string]any {
 	out := maps.Clone(base)
@@ -165,8 +169,8 @@ type serviceMonitor struct {
 	} `json:"spec"`
 }
 
-// prometheusCRDs installs prometheus-operator's ServiceMonitor and
-// PrometheusRule CRDs, at the version hack/prometheus-crds.sh pins, into the
+// prometheusCRDs installs prometheus-operator's ServiceMonitor, PodMonitor
+// and PrometheusRule CRDs, at the version hack/prometheus-crds.sh pins, into the
 // test's API server.
 func prometheusCRDs(t *testing.T) {
 	t.Helper()
@@ -178,6 +182,7 @@ func prometheusCRDs(t *testing.T) {
 	ctrllog.SetLogger(logr.Discard()) // envtest's progress lines
 	_, err = envtest.InstallCRDs(testEnv.Config, envtest.CRDInstallOptions{Paths: []string{
 		filepath.Join(dir, "monitoring.coreos.com_servicemonitors.yaml"),
+		filepath.Join(dir, "monitoring.coreos.com_podmonitors.yaml"),
 		filepath.Join(dir, "monitoring.coreos.com_prometheusrules.yaml"),
 	}})
 	if err != nil {
@@ -421,7 +426,7 @@ func TestPrometheusRuleAnnotations(t *testing.T) {
 		sections[strings.ToLower(strings.ReplaceAll(strings.TrimSpace(m[1]), " ", "-"))] = true
 	}
 	const base = "https://github.com/evalmeter/evalmeter/blob/main/docs/runbooks.md#"
-	rule, _ := renderedRule(t, monitoringValues())
+	rule, _ := renderedRule(t, allAlertsValues())
 	alerts := 0
 	for _, g := range rule.Spec.Groups {
 		for _, r := range g.Rules {
@@ -520,7 +525,7 @@ func prometheusRelease(t *testing.T) string {
 // and not fire every alert.
 func TestPrometheusRules(t *testing.T) {
 	bin := promtool(t)
-	_, obj := renderedRule(t, monitoringValues())
+	_, obj := renderedRule(t, allAlertsValues())
 	groups, _, _ := unstructured.NestedSlice(obj.Object, "spec", "groups")
 	rules, err := yaml.Marshal(map[string]any{"groups": groups})
 	if err != nil {
@@ -586,7 +591,7 @@ func TestPrometheusRules(t *testing.T) {
 func monitoringExprs(t *testing.T) map[string]string {
 	t.Helper()
 	exprs := map[string]string{}
-	rule, _ := renderedRule(t, monitoringValues())
+	rule, _ := renderedRule(t, allAlertsValues())
 	for _, g := range rule.Spec.Groups {
 		for _, r := range g.Rules {
 			exprs["alert "+r.Alert] = r.Expr

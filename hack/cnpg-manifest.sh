@@ -15,8 +15,7 @@ set -euo pipefail
 [ $# -eq 0 ] || die "usage: hack/cnpg-manifest.sh   (prints the path of CloudNativePG's release manifest)"
 mod=$(cd "$(dirname "${BASH_SOURCE[0]}")/offline/tools/kind/cnpg" && pwd)
 version=$(cnpg_version "$mod/go.mod")
-json=$(cd "$mod" && env GOWORK=off GOFLAGS=-mod=readonly "${GO:-go}" mod download -json "github.com/cloudnative-pg/cloudnative-pg@$version")
-dir=$(sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p' <<<"$json")
+dir=$(module_dir "$mod" github.com/cloudnative-pg/cloudnative-pg "$version")
 manifest=$dir/releases/cnpg-${version#v}.yaml
-[ -n "$dir" ] && [ -f "$manifest" ] || die "go mod download gave no $manifest: $json"
+[ -f "$manifest" ] || die "$dir has no ${manifest#"$dir"/}"
 printf '%s\n' "$manifest"

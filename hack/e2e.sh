@@ -6,6 +6,9 @@
 # make test-e2e-upgrade (E2E_SUITE=upgrade): the previous release installed, then
 # upgraded to this tree and its image downgraded again, under load
 # (test/e2e/upgrade_test.go).
+# make test-e2e-dr (E2E_SUITE=dr): a CloudNativePG ledger backed up with the Barman Cloud
+# plugin to an S3-compatible store in the cluster (versitygw), then restored under load
+# to a point in time after a destructive DELETE (test/e2e/dr_test.go).
 #
 #   1. A Docker engine: DOCKER_HOST when it answers, else hack/offline/docker.sh's (root).
 #   2. Online or offline: online when Docker Hub answers (E2E_OFFLINE=1 or 0 decides).
@@ -15,7 +18,10 @@
 #      - offline: hack/offline/ builds them all here (root, Debian mirror, Go module
 #                 proxy; see hack/offline/README.md), loaded with kind load:
 #                 build-node-image.sh, postgres-image.sh, traefik-image.sh (run by a copy
-#                 of traefik.yaml), ha: cnpg-operator-image.sh, cnpg-postgres-image.sh.
+#                 of traefik.yaml), ha and dr: cnpg-operator-image.sh, cnpg-postgres-image.sh.
+#      dr, online or offline: barman-cloud-image.sh (the plugin and its sidecar) and
+#      versitygw-image.sh are built here (root: debootstrap), as no registry publishes
+#      the images this pinned plugin version's manifest names.
 #      E2E_NODE_IMAGE overrides the node image in either mode: the node image factory
 #      does not run.
 #   3. evalmeter's image (hack/offline/image.sh: a go build, docker import, nothing
@@ -34,6 +40,10 @@
 #      through the Service, helm upgrade to TLS at the Ingress, the rest through it.
 #      ha: CloudNativePG's operator installed from its release manifest
 #      (hack/cnpg-manifest.sh), then go test -run '^TestHA' ./test/e2e.
+#      dr: the same operator, and the Barman Cloud plugin from its release manifest
+#      (hack/barman-cloud-manifest.sh) with the images built here and, instead of its
+#      cert-manager Certificates, the TLS Secrets they would make (openssl); then
+#      go test -run '^TestDR$' ./test/e2e (E2E_DR_TARGET=after-delete: the mutation check).
 #   7. The cluster is deleted, unless E2E_KEEP=1 (then: KUBECONFIG=bin/kind/<name>.kubeconfig).
 #
 # Caches: bin/ (kind, helm, kubectl, node image inputs) and the Docker engine's store; a
@@ -62,7 +72,12 @@ upgrade)
 	port=${E2E_PORT:-38473}
 	ingress_port=${E2E_INGRESS_PORT:-38474}
 	;;
-*) die "E2E_SUITE=$suite: kind, ha or upgrade" ;;
+dr)
+	cluster=${KIND_CLUSTER:-evalmeter-e2e-dr}
+	port=${E2E_PORT:-38463}
+	ingress_port=${E2E_INGRESS_PORT:-38464}
+	;;
+*) die "E2E_SUITE=$suite: kind, ha, upgrade or dr" ;;
 esac
 node_port=30080
 ingress_node_port=30443
@@ -73,6 +88,45 @@ kind=$out/kind
 kubeconfig=$out/$cluster.kubeconfig
 mkdir -p "$out"
 t0=$SECONDS
+
+# barman_install OPERATOR_IMAGE SIDECAR_IMAGE: the Barman Cloud plugin's release manifest
+# (stdin) as make test-e2e-dr installs it (stdout): the Deployment runs OPERATOR_IMAGE, the
+# Secret it reads SIDECAR_IMAGE from names SIDECAR_IMAGE, and the cert-manager Certificates
+# and Issuer are left out (no cert-manager here: barman_tls_secrets makes their Secrets).
+barman_install() {
+	awk -v operator="$1" -v sidecar="$2" '
+		function flush() {
+			if (doc != "" && doc !~ /(^|\n)kind: (Certificate|Issuer)\n/) printf "%s", doc
+			doc = ""
+		}
+		/^---$/ { flush(); doc = "---\n"; skip = 0; next }
+		# The Secret: its base64 data becomes stringData with the sidecar image.
+		/^data:$/ { getline line; if (line ~ /^  SIDECAR_IMAGE: /) { doc = doc "stringData:\n  SIDECAR_IMAGE: " sidecar "\n"; skip = 1; next } doc = doc $0 "\n"; $0 = line }
+		skip && /^    / { next }
+		{ skip = 0 }
+		/^        image: / { sub(/image: .*/, "image: " operator) }
+		{ doc = doc $0 "\n" }
+		END { flush() }'
+}
+
+# barman_tls_secrets KUBECTL DIR: the two Secrets the plugin's manifest has cert-manager
+# make, as its self-signed Issuer would: barman-cloud-server-tls (CN and DNS name
+# barman-cloud, its Service's name, which CloudNativePG's operator verifies against this very
+# certificate) and barman-cloud-client-tls (the certificate CloudNativePG presents, which the
+# plugin trusts as it is: its --client-cert). Keys and certificates are kept in DIR.
+barman_tls_secrets() {
+	local kubectl=$1 dir=$2 name cn usage
+	mkdir -p "$dir"
+	for name in server client; do
+		cn=barman-cloud usage=serverAuth
+		[ "$name" = server ] || cn=barman-cloud-client usage=clientAuth
+		openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 30 \
+			-subj "/CN=$cn" -addext "subjectAltName=DNS:$cn" -addext "extendedKeyUsage=$usage" \
+			-keyout "$dir/$name.key" -out "$dir/$name.crt" 2>/dev/null
+		$kubectl -n cnpg-system create secret tls "barman-cloud-$name-tls" \
+			--cert "$dir/$name.crt" --key "$dir/$name.key" >/dev/null
+	done
+}
 
 # ---- 1. Docker ----
 if ! timeout 10 docker info >/dev/null 2>&1; then
@@ -96,7 +150,12 @@ postgres_image=
 cnpg_manifest=
 cnpg_operator_image=
 cnpg_postgres_image=
-if [ "$suite" = ha ]; then
+barman_manifest=
+barman_images=()
+versitygw_image=
+cnpg=false
+case $suite in ha | dr) cnpg=true ;; esac
+if $cnpg; then
 	cnpg_manifest=$(hack/cnpg-manifest.sh)
 	# online: the manifest's own operator image, the chart's default operand image
 	cnpg_operator_image=$(grep -om1 'ghcr.io/cloudnative-pg/cloudnative-pg:[^[:space:]]*' "$cnpg_manifest") ||
@@ -105,7 +164,7 @@ fi
 if [ "$offline" = 1 ]; then
 	log "offline: building the images here (hack/offline, cached)"
 	[ -n "$node_image" ] || node_image=$(step "node image" hack/offline/build-node-image.sh)
-	if [ "$suite" = ha ]; then
+	if $cnpg; then
 		cnpg_operator_image=$(step "CloudNativePG operator image" env GO="$go" hack/offline/cnpg-operator-image.sh)
 		cnpg_postgres_image=$(step "CloudNativePG PostgreSQL image" hack/offline/cnpg-postgres-image.sh)
 	else
@@ -116,6 +175,14 @@ if [ "$offline" = 1 ]; then
 	fi
 else
 	log "online: node image ${node_image:-(kind default)}; the node pulls the PostgreSQL, Traefik and CloudNativePG images"
+fi
+if [ "$suite" = dr ]; then
+	barman_manifest=$(hack/barman-cloud-manifest.sh)
+	barman_images=(
+		"$(step "Barman Cloud plugin image" env GO="$go" hack/offline/barman-cloud-image.sh operator)"
+		"$(step "Barman Cloud plugin sidecar image" env GO="$go" hack/offline/barman-cloud-image.sh sidecar)"
+	)
+	versitygw_image=$(step "versitygw image" env GO="$go" hack/offline/versitygw-image.sh)
 fi
 
 # ---- 3. tools and evalmeter's image ----
@@ -191,10 +258,10 @@ config=$out/$cluster.yaml
 trap cleanup EXIT
 step "creating cluster $cluster" "$kind" create cluster --name "$cluster" --config "$config" \
 	--kubeconfig "$kubeconfig" --wait 3m ${node_image:+--image "$node_image"} >&2
-for i in "$image" $previous_image $traefik_image $postgres_image $cnpg_postgres_image; do
+for i in "$image" $previous_image $traefik_image $postgres_image $cnpg_postgres_image "${barman_images[@]}" $versitygw_image; do
 	step "loading $i" "$kind" load docker-image "$i" --name "$cluster" >&2
 done
-if [ "$suite" = ha ]; then
+if $cnpg; then
 	cp "$cnpg_manifest" "$out/$cluster-cnpg.yaml"
 	if [ "$offline" = 1 ]; then
 		step "loading $cnpg_operator_image" "$kind" load docker-image "$cnpg_operator_image" --name "$cluster" >&2
@@ -207,18 +274,30 @@ if [ "$suite" = ha ]; then
 	step "waiting for the operator" "$kubectl" --kubeconfig "$kubeconfig" -n cnpg-system rollout status \
 		deployment/cnpg-controller-manager --timeout=5m >&2
 fi
+if [ "$suite" = dr ]; then
+	# The plugin's manifest, with the images built here (its Deployment's and, in a Secret,
+	# the sidecar's) and without its cert-manager Certificates and Issuer: their Secrets
+	# are made below instead.
+	barman_install "${barman_images[0]}" "${barman_images[1]}" <"$barman_manifest" >"$out/$cluster-barman-cloud.yaml"
+	step "making the plugin's TLS Secrets" barman_tls_secrets "$kubectl --kubeconfig=$kubeconfig" "$out/$cluster-barman-tls"
+	step "installing the Barman Cloud plugin" "$kubectl" --kubeconfig "$kubeconfig" apply --server-side \
+		-f "$out/$cluster-barman-cloud.yaml" >/dev/null
+	step "waiting for the plugin" "$kubectl" --kubeconfig "$kubeconfig" -n cnpg-system rollout status \
+		deployment/barman-cloud --timeout=5m >&2
+fi
 
 # ---- 6. the test ----
 case $suite in
 ha) tests='^TestHA' ;;
 upgrade) tests='^TestUpgrade' ;;
+dr) tests='^TestDR$' ;;
 *) tests='^TestKind' ;;
 esac
 log "ready in $((SECONDS - t0))s; running test/e2e $tests"
 KUBECONFIG=$kubeconfig KUBECTL=$kubectl HELM=$helm \
 	E2E_API_URL=https://127.0.0.1:$port E2E_NODE_PORT=$node_port E2E_INGRESS_ADDR=127.0.0.1:$ingress_port \
 	E2E_IMAGE=$image E2E_POSTGRES_IMAGE=$postgres_image E2E_CNPG_POSTGRES_IMAGE=$cnpg_postgres_image \
-	E2E_TRAEFIK_MANIFEST=$traefik_manifest \
+	E2E_TRAEFIK_MANIFEST=$traefik_manifest E2E_VERSITYGW_IMAGE=$versitygw_image \
 	E2E_PREVIOUS_VERSION=$previous_version E2E_PREVIOUS_IMAGE=$previous_image E2E_PREVIOUS_CHART=$previous_chart \
 	"$go" test -tags e2e -count=1 -v -timeout 30m -run "$tests" ./test/e2e
 log "passed in $((SECONDS - t0))s"

@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Functions shared by hack/e2e.sh, hack/cnpg-manifest.sh and the offline image
+# Functions shared by hack/e2e.sh, hack/*-manifest.sh and the offline image
 # factory (hack/offline/lib.sh sources it). Source it; it sets nothing else.
 
 log() { printf '%s: %s\n' "${0##*/}" "$*" >&2; }
@@ -22,14 +22,27 @@ kind_install() {
 		"$1" install -trimpath "sigs.k8s.io/kind@$2")
 }
 
-# cnpg_version GO_MOD: the CloudNativePG version GO_MOD requires (vX.Y.Z).
-cnpg_version() {
+# module_version GO_MOD MODULE: the version of MODULE that GO_MOD requires (vX.Y.Z).
+module_version() {
 	local v
-	v=$(awk '$1 == "require" && $2 == "github.com/cloudnative-pg/cloudnative-pg" { print $3; exit }
-		$1 == "github.com/cloudnative-pg/cloudnative-pg" { print $2; exit }' "$1")
-	[[ $v =~ ^v1\.[0-9]+\.[0-9]+$ ]] || die "$1: no github.com/cloudnative-pg/cloudnative-pg vX.Y.Z"
+	v=$(awk -v m="$2" '$1 == "require" && $2 == m { print $3; exit } $1 == m { print $2; exit }' "$1")
+	[[ $v =~ ^v[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "$1: no $2 vX.Y.Z"
 	echo "$v"
 }
+
+# module_dir MOD_DIR MODULE VERSION: the directory of MODULE@VERSION in the Go module
+# cache, downloaded through the Go module proxy if need be and checked against
+# MOD_DIR/go.sum.
+module_dir() {
+	local json dir
+	json=$(cd "$1" && env GOWORK=off GOFLAGS=-mod=readonly "${GO:-go}" mod download -json "$2@$3")
+	dir=$(sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p' <<<"$json")
+	[ -n "$dir" ] && [ -d "$dir" ] || die "go mod download $2@$3 gave no directory: $json"
+	echo "$dir"
+}
+
+# cnpg_version GO_MOD: the CloudNativePG version GO_MOD requires (vX.Y.Z).
+cnpg_version() { module_version "$1" github.com/cloudnative-pg/cloudnative-pg; }
 
 # version_ldflags GO: the linker flags that stamp evalmeter's version and commit
 # (cmd/evalmeter/main.go): VERSION and COMMIT when set, else the working tree's,

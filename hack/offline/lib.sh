@@ -14,11 +14,14 @@ need_root_and_docker() {
 	docker version >/dev/null 2>&1 || die "no Docker engine at $DOCKER_HOST (hack/offline/docker.sh start)"
 }
 
-# debootstrap_once DIR PACKAGES MIRROR: a minbase Debian bookworm root filesystem in
-# DIR with the comma-separated PACKAGES, made unless DIR was made with the same list.
+# debootstrap_once DIR PACKAGES MIRROR [SUITE]: a minbase Debian SUITE (default bookworm)
+# root filesystem in DIR with the comma-separated PACKAGES, made unless DIR was made with
+# the same suite and list. The stamp of a bookworm one is the list alone, as it was before
+# SUITE, so that the root filesystems cached in bin/ stay valid.
 debootstrap_once() {
-	local dir=$1 packages=$2 mirror=$3
-	[ -d "$dir" ] && [ "$(cat "$dir.packages" 2>/dev/null)" = "$packages" ] && return 0
+	local dir=$1 packages=$2 mirror=$3 suite=${4:-bookworm} stamp=$2
+	[ "$suite" = bookworm ] || stamp="$suite:$packages"
+	[ -d "$dir" ] && [ "$(cat "$dir.packages" 2>/dev/null)" = "$stamp" ] && return 0
 	if ! command -v debootstrap >/dev/null; then
 		# the package lists may be missing or stale on a fresh machine
 		apt-get -o DPkg::Lock::Timeout=300 install -y debootstrap >&2 ||
@@ -26,10 +29,10 @@ debootstrap_once() {
 			die "debootstrap is missing and apt-get could not install it"
 	fi
 	rm -rf "$dir" "$dir.tmp"
-	debootstrap --variant=minbase --include="$packages" bookworm "$dir.tmp" "$mirror" >&2
+	debootstrap --variant=minbase --include="$packages" "$suite" "$dir.tmp" "$mirror" >&2
 	chroot "$dir.tmp" apt-get clean
 	mv "$dir.tmp" "$dir"
-	echo "$packages" >"$dir.packages"
+	echo "$stamp" >"$dir.packages"
 }
 
 # postgres_rootfs OUT MIRROR: Debian bookworm's postgresql-15 in the root filesystem
@@ -88,4 +91,25 @@ image_id() { docker image inspect -f '{{.Id}}' "$1" 2>/dev/null || true; }
 drop_old_image() {
 	[ -n "$1" ] && [ "$1" != "$(image_id "$2")" ] || return 0
 	docker rmi "$1" >/dev/null 2>&1 || log "kept the previous $2 ($1): in use"
+}
+
+# go_build_tool MOD_DIR PACKAGE OUT: a static linux/amd64 build of PACKAGE, at the version
+# MOD_DIR/go.mod pins (its tool), into OUT (written whole or not at all).
+go_build_tool() {
+	mkdir -p "$(dirname "$3")"
+	(cd "$1" && env GOWORK=off GOFLAGS='-mod=readonly -buildvcs=false' CGO_ENABLED=0 GOOS=linux GOARCH=amd64 \
+		"${GO:-go}" build -trimpath -ldflags "-s -w" -o "$3.tmp" "$2")
+	mv -f "$3.tmp" "$3"
+}
+
+# import_rootfs DIR IMAGE CHANGE...: DIR's files as the image IMAGE (docker import, with a
+# --change for each CHANGE, e.g. 'USER 65532:65532'); the image it replaces is removed.
+import_rootfs() {
+	local dir=$1 image=$2 old_id c
+	local -a changes=()
+	shift 2
+	for c; do changes+=(--change "$c"); done
+	old_id=$(image_id "$image")
+	tar -C "$dir" --numeric-owner -c . | docker import "${changes[@]}" - "$image" >/dev/null
+	drop_old_image "$old_id" "$image"
 }

@@ -104,7 +104,7 @@ func TestHA(t *testing.T) {
 	start := time.Now()
 	e.run(t, nil, e.helm, install...)
 	t.Logf("helm install --wait: %s", time.Since(start).Round(time.Second))
-	db := cnpgCluster{e: e, ns: ns}
+	db := cnpgCluster{e: e, ns: ns, name: haCluster, instances: 3}
 	db.waitHealthy(t, "the Cluster after helm install", func(string) bool { return true })
 	standbys := strings.TrimSpace(db.psql(t, "SHOW synchronous_standby_names"))
 	if sync := strings.HasPrefix(standbys, "ANY 1 "); sync == async {
@@ -146,7 +146,7 @@ func TestHA(t *testing.T) {
 	f = fault{name: "switchover to " + target, start: time.Now()}
 	patch := fmt.Sprintf(`{"status":{"targetPrimary":%q,"targetPrimaryTimestamp":%q,"phase":"Switchover in progress","phaseReason":"Switching over to %s"}}`,
 		target, time.Now().UTC().Format("2006-01-02T15:04:05.000000Z07:00"), target)
-	kubectl("-n", ns, "patch", "clusters.postgresql.cnpg.io", haCluster, "--subresource=status", "--type=merge", "-p", patch)
+	kubectl("-n", ns, "patch", "clusters.postgresql.cnpg.io", db.name, "--subresource=status", "--type=merge", "-p", patch)
 	f.end = db.waitHealthy(t, f.name, func(p string) bool { return p == target })
 	f.promoted = db.promoted(t)
 	faults = append(faults, f)
@@ -193,28 +193,14 @@ func TestHA(t *testing.T) {
 	t.Logf("load of %s against %s (synchronous replication: %t); the ledger: %d of %d credits consumed, %d sessions, %d metrics requests\n%s",
 		loadTime.Round(time.Second), c.url, !async, state.consumed, state.allocated, len(state.sessions), len(state.metricsKeys), summary(h, faults, end))
 	problems := checkLedger(h, state, haAttempts, faults)
+	mutation := ""
 	if async {
-		// The mutation check passes when the checker catches the loss.
-		lost := 0
-		for _, p := range problems {
-			if strings.HasPrefix(p, "acknowledged session lost") || strings.Contains(p, ", the ledger has ") {
-				lost++
-			}
-		}
-		if lost == 0 {
-			t.Errorf("asynchronous replication and the primary killed: no acknowledged session found lost (%d other problems)", len(problems))
-		}
-		t.Logf("mutation check: %d acknowledged sessions lost or replaced, %d problems in all; the first:\n%s",
-			lost, len(problems), strings.Join(problems[:min(len(problems), 10)], "\n"))
+		mutation = "asynchronous replication and the primary killed"
+	}
+	if judge(t, problems, mutation, func(p string) bool {
+		return strings.HasPrefix(p, "acknowledged session lost") || strings.Contains(p, ", the ledger has ")
+	}) {
 		return
-	}
-	// A broken ledger breaks many promises at once: the first few say which.
-	const shown = 25
-	for _, p := range problems[:min(len(problems), shown)] {
-		t.Error(p)
-	}
-	if len(problems) > shown {
-		t.Errorf("... and %d more problems", len(problems)-shown)
 	}
 	for _, f := range figures(h, faults, end) {
 		switch {
@@ -226,16 +212,50 @@ func TestHA(t *testing.T) {
 	}
 }
 
-// cnpgCluster is the chart's CloudNativePG Cluster, seen through kubectl.
+// judge reports a checker's problems as the test's errors, the first few
+// (a broken ledger breaks many promises at once: those say which), and
+// reports whether mutation is set. In a mutation check (mutation names the
+// fault injected), the fault should lose acknowledged writes: the test then
+// fails only when no problem isLoss, and logs the first problems.
+func judge(t *testing.T, problems []string, mutation string, isLoss func(problem string) bool) bool {
+	t.Helper()
+	if mutation != "" {
+		lost := 0
+		for _, p := range problems {
+			if isLoss(p) {
+				lost++
+			}
+		}
+		if lost == 0 {
+			t.Errorf("%s: no acknowledged write found lost (%d other problems)", mutation, len(problems))
+		}
+		t.Logf("mutation check (%s): %d acknowledged writes lost or replaced, %d problems in all; the first:\n%s",
+			mutation, lost, len(problems), strings.Join(problems[:min(len(problems), 10)], "\n"))
+		return true
+	}
+	const shown = 25
+	for _, p := range problems[:min(len(problems), shown)] {
+		t.Error(p)
+	}
+	if len(problems) > shown {
+		t.Errorf("... and %d more problems", len(problems)-shown)
+	}
+	return false
+}
+
+// cnpgCluster is one of the chart's CloudNativePG Clusters, seen through
+// kubectl.
 type cnpgCluster struct {
-	e  kindEnv
-	ns string
+	e         kindEnv
+	ns        string
+	name      string // the Cluster's
+	instances int    // how many make it healthy
 }
 
 // status is the Cluster's current primary, ready instances and phase.
 func (c cnpgCluster) status(t *testing.T) (primary string, ready int, phase string) {
 	t.Helper()
-	out, err := c.e.output("-n", c.ns, "get", "clusters.postgresql.cnpg.io", haCluster, "-o",
+	out, err := c.e.output("-n", c.ns, "get", "clusters.postgresql.cnpg.io", c.name, "-o",
 		"jsonpath={.status.currentPrimary}|{.status.readyInstances}|{.status.phase}")
 	if err != nil {
 		return "", 0, err.Error()
@@ -261,7 +281,7 @@ func (c cnpgCluster) primary(t *testing.T) string {
 func (c cnpgCluster) standby(t *testing.T) string {
 	t.Helper()
 	primary := c.primary(t)
-	out := c.e.run(t, nil, c.e.kubectl, "-n", c.ns, "get", "pods", "-l", "cnpg.io/cluster="+haCluster+",cnpg.io/podRole=instance", "-o",
+	out := c.e.run(t, nil, c.e.kubectl, "-n", c.ns, "get", "pods", "-l", "cnpg.io/cluster="+c.name+",cnpg.io/podRole=instance", "-o",
 		`jsonpath={range .items[*]}{.metadata.name} {.status.containerStatuses[0].ready}{"\n"}{end}`)
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		if name, ready, _ := strings.Cut(line, " "); name != primary && ready == "true" {
@@ -275,7 +295,7 @@ func (c cnpgCluster) standby(t *testing.T) string {
 // promoted is when the current primary was promoted.
 func (c cnpgCluster) promoted(t *testing.T) time.Time {
 	t.Helper()
-	out := c.e.run(t, nil, c.e.kubectl, "-n", c.ns, "get", "clusters.postgresql.cnpg.io", haCluster, "-o", "jsonpath={.status.currentPrimaryTimestamp}")
+	out := c.e.run(t, nil, c.e.kubectl, "-n", c.ns, "get", "clusters.postgresql.cnpg.io", c.name, "-o", "jsonpath={.status.currentPrimaryTimestamp}")
 	at, err := time.Parse(time.RFC3339Nano, strings.TrimSpace(out))
 	if err != nil {
 		t.Fatalf("the Cluster's currentPrimaryTimestamp %q: %v", out, err)
@@ -287,11 +307,10 @@ func (c cnpgCluster) promoted(t *testing.T) time.Time {
 // healthy and its primary satisfies ok, and returns when it was seen so.
 func (c cnpgCluster) waitHealthy(t *testing.T, what string, ok func(primary string) bool) time.Time {
 	t.Helper()
-	const instances = 3
 	polltest.Until(t, 5*time.Minute, what+": the Cluster healthy again", func() error {
 		primary, ready, phase := c.status(t)
-		if ready != instances || phase != "Cluster in healthy state" || !ok(primary) {
-			return fmt.Errorf("primary %q, %d of %d instances ready, phase %q", primary, ready, instances, phase)
+		if ready != c.instances || phase != "Cluster in healthy state" || !ok(primary) {
+			return fmt.Errorf("primary %q, %d of %d instances ready, phase %q", primary, ready, c.instances, phase)
 		}
 		return nil
 	})

@@ -152,13 +152,7 @@ func checkLedger(h []op, l ledgerState, attempts int, faults []fault) []string {
 			addf("session %s (key %s) was charged but never acknowledged", l.sessions[key], key)
 		}
 	}
-	if n := len(l.sessions); l.consumed != n || l.sessionEvents != n || l.chargedSessions != n {
-		addf("consumed_hours %d, sessions %d, session credit events %d for %d sessions: want all equal",
-			l.consumed, n, l.sessionEvents, l.chargedSessions)
-	}
-	if l.consumed > l.allocated {
-		addf("over-spent: %d credits consumed of %d", l.consumed, l.allocated)
-	}
+	problems = append(problems, chargeProblems(l)...)
 	if len(resolved) != attempts {
 		addf("%d of %d keys got a 201 or a 402; the others never did", len(resolved), attempts)
 	} else if attempts > l.allocated && l.consumed != l.allocated {
@@ -192,6 +186,106 @@ func unanswered(h []op) []string {
 		}
 	}
 	return problems
+}
+
+// chargeProblems: consumed_hours = the sessions = the session credit events,
+// each session charged once, and no more than the credits allocated.
+func chargeProblems(l ledgerState) []string {
+	var problems []string
+	if n := len(l.sessions); l.consumed != n || l.sessionEvents != n || l.chargedSessions != n {
+		problems = append(problems, fmt.Sprintf("consumed_hours %d, sessions %d, session credit events %d for %d sessions: want all equal",
+			l.consumed, n, l.sessionEvents, l.chargedSessions))
+	}
+	if l.consumed > l.allocated {
+		problems = append(problems, fmt.Sprintf("over-spent: %d credits consumed of %d", l.consumed, l.allocated))
+	}
+	return problems
+}
+
+// checkRestore compares the client's record of the load with a ledger
+// restored to the point in time target (make test-e2e-dr, dr_test.go), and
+// returns every broken promise:
+//   - every session acknowledged (its 201 received) before target is there,
+//     with its id, and so is every metrics request acknowledged (200) before
+//     target;
+//   - nothing whose key was first tried after target is there;
+//   - the charges add up (chargeProblems): no credit spent twice.
+//
+// A key in flight across target (tried before it, not acknowledged before it)
+// may be there or not: its commit may fall on either side.
+func checkRestore(h []op, l ledgerState, target time.Time) []string {
+	var problems []string
+	addf := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	firstTried := map[string]time.Time{} // kind/key -> its first request's start
+	ackedBefore := map[string]op{}       // kind/key -> its first acknowledgement, if before target
+	sessionIDs := map[string]string{}    // key -> the id its 201s gave
+	for _, o := range h {
+		kind := o.kind
+		if kind == opReplay {
+			kind = opOpen // a replay's key was first tried by an open
+		}
+		id := kind + "/" + o.key
+		if first, ok := firstTried[id]; !ok || o.start.Before(first) {
+			firstTried[id] = o.start
+		}
+		acked := (kind == opOpen && o.status == 201) || (kind == opMetrics && o.status == 200)
+		if !acked {
+			continue
+		}
+		if kind == opOpen {
+			sessionIDs[o.key] = o.sessionID
+		}
+		if first, ok := ackedBefore[id]; o.end.Before(target) && (!ok || o.end.Before(first.end)) {
+			ackedBefore[id] = o
+		}
+	}
+
+	for _, id := range sortedKeys(ackedBefore) {
+		o := ackedBefore[id]
+		switch sessionID, ok := l.sessions[o.key]; {
+		case o.kind == opMetrics && !l.metricsKeys[o.key]:
+			addf("metrics request acknowledged at %s, before the target %s, lost: key %s", o.end.Format(timeMicro), target.Format(timeMicro), o.key)
+		case o.kind != opMetrics && !ok:
+			addf("session acknowledged at %s, before the target %s, lost: key %s, session %s", o.end.Format(timeMicro), target.Format(timeMicro), o.key, o.sessionID)
+		case o.kind != opMetrics && sessionID != o.sessionID:
+			addf("key %s: acknowledged session %s, the restored ledger has %s", o.key, o.sessionID, sessionID)
+		}
+	}
+	present := func(kind string, keys []string) {
+		for _, key := range keys {
+			first, tried := firstTried[kind+"/"+key]
+			switch {
+			case !tried:
+				addf("%s key %s is in the restored ledger, but the client never sent it", kind, key)
+			case first.After(target):
+				addf("%s key %s, first tried at %s after the target %s, is in the restored ledger", kind, key, first.Format(timeMicro), target.Format(timeMicro))
+			case kind == opOpen && sessionIDs[key] != "" && sessionIDs[key] != l.sessions[key]:
+				addf("key %s: the restored ledger has session %s, the client was given %s", key, l.sessions[key], sessionIDs[key])
+			}
+		}
+	}
+	present(opOpen, sortedKeys(l.sessions))
+	present(opMetrics, sortedKeys(l.metricsKeys))
+	return append(problems, chargeProblems(l)...)
+}
+
+// timeMicro is how the checkers print times: to the microsecond, as
+// PostgreSQL's commit timestamps are.
+const timeMicro = "15:04:05.000000"
+
+// recoveryPoint is the end of the last request acknowledged before target
+// whose key the restored ledger holds: target minus it bounds the work the
+// restore could have kept and did not see acknowledged.
+func recoveryPoint(h []op, l ledgerState, target time.Time) time.Time {
+	var last time.Time
+	for _, o := range h {
+		held := (o.kind == opMetrics && o.status == 200 && l.metricsKeys[o.key]) ||
+			(o.kind != opMetrics && o.status == 201 && l.sessions[o.key] != "")
+		if held && o.end.Before(target) && o.end.After(last) {
+			last = o.end
+		}
+	}
+	return last
 }
 
 func duringAPIFault(o op, faults []fault) bool {

@@ -113,3 +113,74 @@ func TestCheckLedger(t *testing.T) {
 		t.Errorf("figures = %+v", f)
 	}
 }
+
+// TestCheckRestore: the restore drill's checker passes a ledger restored to
+// the target, whichever way the requests in flight across it went, and
+// catches what was acknowledged before it and lost, what was first tried
+// after it and kept, and double charges.
+func TestCheckRestore(t *testing.T) {
+	t0 := time.Date(2026, 11, 25, 8, 0, 0, 0, time.UTC)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	target := at(10)
+	// a acknowledged before the target (after a 503), b in flight across it,
+	// c tried after it; m1 acknowledged before, m2 after.
+	history := []op{
+		{kind: opOpen, key: "a", attempt: 1, start: at(1), end: at(1.5), status: 503, retryAfter: "2", code: "service_unavailable"},
+		{kind: opOpen, key: "a", attempt: 2, start: at(2), end: at(2.1), status: 201, sessionID: "sess_a"},
+		{kind: opMetrics, key: "m1", attempt: 1, start: at(3), end: at(3.1), status: 200},
+		{kind: opOpen, key: "b", attempt: 1, start: at(9.9), end: at(10.2), status: 201, sessionID: "sess_b"},
+		{kind: opReplay, key: "a", attempt: 1, start: at(11), end: at(11.1), status: 201, sessionID: "sess_a", replay: true},
+		{kind: opOpen, key: "c", attempt: 1, start: at(12), end: at(12.1), status: 201, sessionID: "sess_c"},
+		{kind: opMetrics, key: "m2", attempt: 1, start: at(13), end: at(13.1), status: 200},
+	}
+	ledger := func(sessions ...string) ledgerState {
+		l := ledgerState{allocated: 10, sessions: map[string]string{}, metricsKeys: map[string]bool{"m1": true}}
+		for _, key := range sessions {
+			l.sessions[key] = "sess_" + key
+		}
+		l.consumed, l.sessionEvents, l.chargedSessions = len(sessions), len(sessions), len(sessions)
+		return l
+	}
+	for _, c := range []struct {
+		name   string
+		ledger ledgerState
+		want   string // in a problem; empty: none
+	}{
+		{name: "restored to the target, b's commit before it", ledger: ledger("a", "b")},
+		{name: "restored to the target, b's commit after it", ledger: ledger("a")},
+		{name: "a session acknowledged before the target lost", ledger: ledger("b"),
+			want: "session acknowledged at 08:00:02.100000, before the target 08:00:10.000000, lost: key a, session sess_a"},
+		{name: "a metrics request acknowledged before the target lost",
+			ledger: func() ledgerState { l := ledger("a"); delete(l.metricsKeys, "m1"); return l }(),
+			want:   "metrics request acknowledged at 08:00:03.100000, before the target 08:00:10.000000, lost: key m1"},
+		{name: "a session first tried after the target kept", ledger: ledger("a", "c"),
+			want: "open key c, first tried at 08:00:12.000000 after the target 08:00:10.000000, is in the restored ledger"},
+		{name: "a metrics request first tried after the target kept",
+			ledger: func() ledgerState { l := ledger("a"); l.metricsKeys["m2"] = true; return l }(),
+			want:   "metrics key m2, first tried at 08:00:13.000000"},
+		{name: "another session for the key",
+			ledger: func() ledgerState { l := ledger("a"); l.sessions["a"] = "sess_x"; return l }(),
+			want:   "key a: acknowledged session sess_a, the restored ledger has sess_x"},
+		{name: "a key the client never sent",
+			ledger: func() ledgerState { l := ledger("a", "z"); return l }(),
+			want:   "open key z is in the restored ledger, but the client never sent it"},
+		{name: "charged twice",
+			ledger: func() ledgerState { l := ledger("a"); l.consumed, l.sessionEvents = 2, 2; return l }(),
+			want:   "consumed_hours 2, sessions 1, session credit events 2 for 1 sessions"},
+		{name: "everything deleted (the mutation check)",
+			ledger: ledgerState{allocated: 10, sessions: map[string]string{}, metricsKeys: map[string]bool{}},
+			want:   "lost: key a"},
+	} {
+		problems := checkRestore(history, c.ledger, target)
+		joined := strings.Join(problems, "\n")
+		switch {
+		case c.want == "" && len(problems) > 0:
+			t.Errorf("%s: problems:\n%s", c.name, joined)
+		case c.want != "" && !strings.Contains(joined, c.want):
+			t.Errorf("%s: problems:\n%s\nwant one with %q", c.name, joined, c.want)
+		}
+	}
+	if got := recoveryPoint(history, ledger("a", "b"), target); !got.Equal(at(3.1)) {
+		t.Errorf("recoveryPoint = %s, want m1's acknowledgement at %s", got, at(3.1))
+	}
+}

@@ -30,21 +30,26 @@ import (
 // test (ha_test.go) and the upgrade test (upgrade_test.go) run it while they
 // break or replace what serves it.
 
-// loadShape is a load: session opens with distinct Idempotency-Keys, more
-// than the credits, each retried until it gets a 201 or a 402; replays of
-// acknowledged opens; and metrics posts with acknowledged sessions, each key
-// retried until it is answered.
+// loadShape is a load: session opens with distinct Idempotency-Keys, each
+// retried until it gets a 201 or a 402; replays of acknowledged opens; and
+// metrics posts with acknowledged sessions, each key retried until it is
+// answered.
 type loadShape struct {
-	prefix   string // of every Idempotency-Key
-	attempts int    // distinct keys that try to open a session
-	// The first paced keys are first tried over period, so that sessions
-	// are charged all through the load; the others race for the last
-	// credits right after.
-	paced  int
-	period time.Duration
+	prefix string // of every Idempotency-Key
+	// attempts distinct keys try to open a session, more than the credits.
+	// The first paced are first tried over period, so that sessions are
+	// charged all through the load; the others race for the last credits
+	// right after. With attempts 0, a new key is tried every openEvery
+	// until the load stops.
+	attempts  int
+	paced     int
+	period    time.Duration
+	openEvery time.Duration
 	// Keys are retried until this long after the start, at most.
 	resolveWithin time.Duration
 	metrics       []byte // the body of each metrics post
+	// How many goroutines open, replay and post metrics: 8, 2 and 4 when 0.
+	openers, replayers, posters int
 }
 
 // loadAgreement applies a ClientAgreement name (its clientID too) of credits,
@@ -110,22 +115,32 @@ type load struct {
 	openers  sync.WaitGroup
 }
 
-// startLoad starts s against c's API with apiKey: 8 openers, 2 replayers
-// and 4 metrics posters.
+// startLoad starts s against c's API with apiKey.
 func startLoad(c *loadClient, apiKey string, s loadShape) *load {
 	l := &load{c: c, t0: time.Now()}
+	or := func(n, otherwise int) int {
+		if n == 0 {
+			return otherwise
+		}
+		return n
+	}
 	keys := make(chan string)
 	go func() { // the pacer
 		defer close(keys)
-		for i := range s.attempts {
-			if i < s.paced {
+		for i := 0; s.attempts == 0 || i < s.attempts; i++ {
+			switch {
+			case s.attempts == 0 && l.stopping.Load():
+				return
+			case s.attempts == 0:
+				time.Sleep(s.openEvery)
+			case i < s.paced:
 				time.Sleep(time.Until(l.t0.Add(s.period * time.Duration(i) / time.Duration(s.paced))))
 			}
 			keys <- fmt.Sprintf("%s-open-%04d", s.prefix, i)
 		}
 	}()
 	resolveBy := l.t0.Add(s.resolveWithin)
-	for range 8 {
+	for range or(s.openers, 8) {
 		l.openers.Add(1)
 		go func() {
 			defer l.openers.Done()
@@ -134,7 +149,7 @@ func startLoad(c *loadClient, apiKey string, s loadShape) *load {
 			}
 		}()
 	}
-	for range 2 { // replays of acknowledged opens
+	for range or(s.replayers, 2) { // replays of acknowledged opens
 		l.workers.Add(1)
 		go func() {
 			defer l.workers.Done()
@@ -146,7 +161,7 @@ func startLoad(c *loadClient, apiKey string, s loadShape) *load {
 			}
 		}()
 	}
-	for w := range 4 { // metrics posts, each key retried until answered
+	for w := range or(s.posters, 4) { // metrics posts, each key retried until answered
 		l.workers.Add(1)
 		go func() {
 			defer l.workers.Done()
@@ -165,8 +180,9 @@ func startLoad(c *loadClient, apiKey string, s loadShape) *load {
 	return l
 }
 
-// stop ends the replays and metrics posts, waits until every key of the
-// opens is answered, and returns when the load ended.
+// stop ends the replays and metrics posts (and, with attempts 0, the
+// opens), waits until every key tried is answered, and returns when the load
+// ended.
 func (l *load) stop() time.Time {
 	l.stopping.Store(true)
 	l.workers.Wait()

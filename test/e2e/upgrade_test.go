@@ -194,13 +194,7 @@ func TestUpgrade(t *testing.T) {
 		end.Sub(l.t0).Round(time.Second), state.consumed, state.allocated, len(state.sessions), len(state.metricsKeys), summary(h, faults, end))
 	problems = append(problems, checkLedger(h, state, upAttempts, faults)...)
 	problems = append(problems, unanswered(h)...)
-	const shown = 25
-	for _, p := range problems[:min(len(problems), shown)] {
-		t.Error(p)
-	}
-	if len(problems) > shown {
-		t.Errorf("... and %d more problems", len(problems)-shown)
-	}
+	judge(t, problems, "", nil)
 }
 
 // acknowledgedMetrics is every metrics post answered 200 before cutoff: its

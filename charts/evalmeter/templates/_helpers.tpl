@@ -28,10 +28,25 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end -}}
 
-{{/* The CloudNativePG Cluster of postgresql.cnpg: at most 50 characters, CloudNativePG's
-     limit for Cluster names. */}}
+{{/* The CloudNativePG Cluster of postgresql.cnpg: postgresql.cnpg.clusterName, else
+     <fullname>-db in at most 50 characters, CloudNativePG's limit for Cluster names. */}}
 {{- define "evalmeter.cnpgCluster" -}}
+{{- if .Values.postgresql.cnpg.clusterName -}}
+{{ .Values.postgresql.cnpg.clusterName }}
+{{- else -}}
 {{ include "evalmeter.fullname" . | trunc 47 | trimSuffix "-" }}-db
+{{- end -}}
+{{- end -}}
+
+{{/* The Barman Cloud plugin's ObjectStore of postgresql.cnpg.backup, one per release: the
+     Cluster archives into it, and a restored Cluster reads its predecessor's folder there. */}}
+{{- define "evalmeter.cnpgObjectStore" -}}
+{{ include "evalmeter.fullname" . | trunc 56 | trimSuffix "-" }}-backup
+{{- end -}}
+
+{{/* The Cluster's folder in the object store: backup.serverName, else the Cluster's name. */}}
+{{- define "evalmeter.cnpgServerName" -}}
+{{ .Values.postgresql.cnpg.backup.serverName | default (include "evalmeter.cnpgCluster" .) }}
 {{- end -}}
 
 {{/* The Secret and key holding DATABASE_URL. */}}
