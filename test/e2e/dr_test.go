@@ -235,6 +235,9 @@ COMMIT;`)
 	// The newest record the restored ledger holds, by the API's own clock.
 	newest := strings.TrimSpace(restored.psql(t, `SELECT to_char(greatest((SELECT max(issued_at) FROM sessions),
   (SELECT max(created_at) FROM metrics_requests)) AT TIME ZONE 'UTC', 'HH24:MI:SS.US')`))
+	if newest == "" {
+		newest = "none"
+	}
 	t.Logf("recovery time %s (helm upgrade --wait %s, then the API answering from the restored ledger); recovery point: target %s, "+
 		"the last acknowledged request the restored ledger holds ended %s before it (at %s; its newest record is of %s); "+
 		"restored: %d sessions, %d metrics requests, %d consumed (before the DELETE: %d sessions)",
