@@ -89,29 +89,12 @@ func TestDR(t *testing.T) {
 	// wait for), backed up to versitygw.
 	certFile, keyFile, roots := selfSignedCert(t, "127.0.0.1", "localhost")
 	kubectl("-n", ns, "create", "secret", "tls", "evalmeter-tls", "--cert", certFile, "--key", keyFile)
-	repository, tag := splitImage(e.image)
-	values := []string{
-		"--namespace", ns, "--wait", "--timeout", "10m",
-		"--set-string", "image.repository=" + repository, "--set-string", "image.tag=" + tag,
-		"--set", "image.pullPolicy=IfNotPresent",
-		"--set", "postgresql.cnpg.enabled=true",
+	values := loadValues(e, ns, e.image, true,
 		"--set", "postgresql.cnpg.instances=1", "--set", "postgresql.cnpg.synchronous.number=0",
-		"--set-string", "postgresql.cnpg.storage.size=1Gi",
-		"--set-string", "postgresql.cnpg.resources.requests.cpu=100m",
-		"--set-string", "postgresql.cnpg.resources.requests.memory=256Mi",
-		"--set-string", "postgresql.cnpg.resources.limits.memory=512Mi",
 		"--set", "postgresql.cnpg.backup.enabled=true",
-		"--set-string", "postgresql.cnpg.backup.destinationPath=s3://" + drBucket + "/ledger",
-		"--set-string", "postgresql.cnpg.backup.endpointURL=http://versitygw." + ns + ".svc:7070",
-		"--set-string", "postgresql.cnpg.backup.s3Credentials.existingSecret=dr-s3",
-		"--set", "api.replicas=2",
-		"--set", "api.service.type=NodePort", "--set", "api.service.nodePort=" + e.nodePort,
-		"--set", "api.service.port=443", "--set-string", "api.tlsSecret=evalmeter-tls",
-		"--set-string", "controller.resync=2s",
-	}
-	if image := os.Getenv("E2E_CNPG_POSTGRES_IMAGE"); image != "" {
-		values = append(values, "--set-string", "postgresql.cnpg.imageName="+image)
-	}
+		"--set-string", "postgresql.cnpg.backup.destinationPath=s3://"+drBucket+"/ledger",
+		"--set-string", "postgresql.cnpg.backup.endpointURL=http://versitygw."+ns+".svc:7070",
+		"--set-string", "postgresql.cnpg.backup.s3Credentials.existingSecret=dr-s3")
 	chart := filepath.Join(repo, "charts", "evalmeter")
 	start := time.Now()
 	e.run(t, nil, e.helm, append([]string{"install", "evalmeter", chart}, values...)...)

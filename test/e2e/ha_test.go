@@ -78,24 +78,7 @@ func TestHA(t *testing.T) {
 	kubectl("create", "namespace", ns)
 	certFile, keyFile, roots := selfSignedCert(t, "127.0.0.1", "localhost")
 	kubectl("-n", ns, "create", "secret", "tls", "evalmeter-tls", "--cert", certFile, "--key", keyFile)
-	repository, tag := splitImage(e.image)
-	install := []string{"install", "evalmeter", filepath.Join(repo, "charts", "evalmeter"),
-		"--namespace", ns, "--wait", "--timeout", "10m",
-		"--set-string", "image.repository=" + repository, "--set-string", "image.tag=" + tag,
-		"--set", "image.pullPolicy=IfNotPresent",
-		"--set", "postgresql.cnpg.enabled=true",
-		"--set-string", "postgresql.cnpg.storage.size=1Gi",
-		"--set-string", "postgresql.cnpg.resources.requests.cpu=100m",
-		"--set-string", "postgresql.cnpg.resources.requests.memory=256Mi",
-		"--set-string", "postgresql.cnpg.resources.limits.memory=512Mi",
-		"--set", "api.replicas=2",
-		"--set", "api.service.type=NodePort", "--set", "api.service.nodePort=" + e.nodePort,
-		"--set", "api.service.port=443", "--set-string", "api.tlsSecret=evalmeter-tls",
-		"--set-string", "controller.resync=2s",
-	}
-	if image := os.Getenv("E2E_CNPG_POSTGRES_IMAGE"); image != "" {
-		install = append(install, "--set-string", "postgresql.cnpg.imageName="+image)
-	}
+	install := append([]string{"install", "evalmeter", filepath.Join(repo, "charts", "evalmeter")}, loadValues(e, ns, e.image, true)...)
 	if async {
 		// PostgreSQL's default retry: holdStreaming keeps the standbys off.
 		install = append(install, "--set", "postgresql.cnpg.synchronous.number=0",

@@ -52,6 +52,33 @@ type loadShape struct {
 	openers, replayers, posters int
 }
 
+// loadValues are helm's flags for the suites that load the API (failover,
+// upgrade, restore): image, two API replicas serving TLS with the Secret
+// evalmeter-tls on the node port hack/e2e.sh publishes; with cnpg, the
+// ledger on a CloudNativePG Cluster sized for kind. extra follows.
+func loadValues(e kindEnv, ns, image string, cnpg bool, extra ...string) []string {
+	repository, tag := splitImage(image)
+	v := []string{"--namespace", ns, "--wait", "--timeout", "10m",
+		"--set-string", "image.repository=" + repository, "--set-string", "image.tag=" + tag,
+		"--set", "image.pullPolicy=IfNotPresent",
+		"--set", "api.replicas=2",
+		"--set", "api.service.type=NodePort", "--set", "api.service.nodePort=" + e.nodePort,
+		"--set", "api.service.port=443", "--set-string", "api.tlsSecret=evalmeter-tls",
+		"--set-string", "controller.resync=2s",
+	}
+	if cnpg {
+		v = append(v, "--set", "postgresql.cnpg.enabled=true",
+			"--set-string", "postgresql.cnpg.storage.size=1Gi",
+			"--set-string", "postgresql.cnpg.resources.requests.cpu=100m",
+			"--set-string", "postgresql.cnpg.resources.requests.memory=256Mi",
+			"--set-string", "postgresql.cnpg.resources.limits.memory=512Mi")
+		if image := os.Getenv("E2E_CNPG_POSTGRES_IMAGE"); image != "" {
+			v = append(v, "--set-string", "postgresql.cnpg.imageName="+image)
+		}
+	}
+	return append(v, extra...)
+}
+
 // loadAgreement applies a ClientAgreement name (its clientID too) of credits,
 // valid for a day, waits until it is Active, and returns its API key.
 func loadAgreement(t *testing.T, e kindEnv, ns, name, order string, credits int) string {

@@ -27,7 +27,7 @@ const (
 	// The upgrade starts this far into the load; the downgrade upSettle
 	// after the upgrade is over, and not before downgradeAt.
 	upUpgradeAt, upDowngradeAt = 20 * time.Second, 65 * time.Second
-	upReplicas                 = 2
+	upReplicas                 = 2 // loadValues' api.replicas
 )
 
 // TestUpgrade is the upgrade an operator makes, under a customer's load, on
@@ -63,21 +63,12 @@ func TestUpgrade(t *testing.T) {
 	// helm's arguments for chart with image: the same values each time, the
 	// chart and the image aside.
 	helm := func(verb, chart, image string) []string {
-		repository, tag := splitImage(image)
-		args := []string{verb, "evalmeter", chart, "--namespace", ns, "--wait", "--timeout", "6m",
-			"--set-string", "image.repository=" + repository, "--set-string", "image.tag=" + tag,
-			"--set", "image.pullPolicy=IfNotPresent",
-			"--set", "postgresql.enabled=true",
-			"--set", "api.replicas=" + strconv.Itoa(upReplicas),
-			"--set", "api.service.type=NodePort", "--set", "api.service.nodePort=" + e.nodePort,
-			"--set", "api.service.port=443", "--set-string", "api.tlsSecret=evalmeter-tls",
-			"--set-string", "controller.resync=2s",
-		}
+		args := loadValues(e, ns, image, false, "--set", "postgresql.enabled=true")
 		if e.postgresImage != "" {
 			repository, tag := splitImage(e.postgresImage)
 			args = append(args, "--set-string", "postgresql.image.repository="+repository, "--set-string", "postgresql.image.tag="+tag)
 		}
-		return args
+		return append([]string{verb, "evalmeter", chart}, args...)
 	}
 	// serves checks that the API runs image, and logs what it says it is.
 	serves := func(image string) {
