@@ -62,17 +62,12 @@ func TestDR(t *testing.T) {
 	kubectl := func(args ...string) string { t.Helper(); return e.run(t, nil, e.kubectl, args...) }
 	t.Cleanup(func() {
 		if t.Failed() {
-			dumpCluster(t, e, ns)
-			for _, args := range [][]string{
-				{"-n", ns, "get", "clusters.postgresql.cnpg.io,backups.postgresql.cnpg.io,objectstores.barmancloud.cnpg.io", "-o", "yaml"},
-				{"-n", ns, "logs", "-l", "cnpg.io/podRole=instance", "-c", "plugin-barman-cloud", "--tail=40", "--prefix"},
-				{"-n", ns, "logs", "-l", "app=versitygw", "--tail=40"},
-				{"-n", "cnpg-system", "logs", "deployment/cnpg-controller-manager", "--tail=60"},
-				{"-n", "cnpg-system", "logs", "deployment/barman-cloud", "--tail=60"},
-			} {
-				out, err := e.output(args...)
-				t.Logf("kubectl %s (%v):\n%s", strings.Join(args, " "), err, out)
-			}
+			dumpCluster(t, e, ns,
+				[]string{"-n", ns, "get", "clusters.postgresql.cnpg.io,backups.postgresql.cnpg.io,objectstores.barmancloud.cnpg.io", "-o", "yaml"},
+				[]string{"-n", ns, "logs", "-l", "cnpg.io/podRole=instance", "-c", "plugin-barman-cloud", "--tail=40", "--prefix"},
+				[]string{"-n", ns, "logs", "-l", "app=versitygw", "--tail=40"},
+				[]string{"-n", "cnpg-system", "logs", "deployment/cnpg-controller-manager", "--tail=60"},
+				[]string{"-n", "cnpg-system", "logs", "deployment/barman-cloud", "--tail=60"})
 		}
 	})
 

@@ -62,14 +62,9 @@ func TestHA(t *testing.T) {
 	kubectl := func(args ...string) string { t.Helper(); return e.run(t, nil, e.kubectl, args...) }
 	t.Cleanup(func() {
 		if t.Failed() {
-			dumpCluster(t, e, ns)
-			for _, args := range [][]string{
-				{"-n", ns, "get", "clusters.postgresql.cnpg.io", "-o", "yaml"},
-				{"-n", "cnpg-system", "logs", "deployment/cnpg-controller-manager", "--tail=60"},
-			} {
-				out, err := e.output(args...)
-				t.Logf("kubectl %s (%v):\n%s", strings.Join(args, " "), err, out)
-			}
+			dumpCluster(t, e, ns,
+				[]string{"-n", ns, "get", "clusters.postgresql.cnpg.io", "-o", "yaml"},
+				[]string{"-n", "cnpg-system", "logs", "deployment/cnpg-controller-manager", "--tail=60"})
 		}
 	})
 

@@ -390,15 +390,16 @@ func selfSignedCert(t *testing.T, hosts ...string) (certFile, keyFile string, ro
 	return certFile, keyFile, roots
 }
 
-// dumpCluster logs what an operator would look at when something failed.
-func dumpCluster(t *testing.T, e kindEnv, ns string) {
-	for _, args := range [][]string{
+// dumpCluster logs what an operator would look at when something failed,
+// and the output of the kubectl commands extra.
+func dumpCluster(t *testing.T, e kindEnv, ns string, extra ...[]string) {
+	for _, args := range append([][]string{
 		{"get", "nodes,pods,services,pvc", "-A", "-o", "wide"},
 		{"-n", ns, "describe", "pods"},
 		{"-n", ns, "get", "events", "--sort-by=.lastTimestamp"},
 		{"-n", ns, "logs", "-l", "app.kubernetes.io/name=evalmeter", "--all-containers", "--prefix", "--tail=80"},
 		{"-n", ns, "get", "clientagreements", "-o", "yaml"},
-	} {
+	}, extra...) {
 		cmd := exec.Command(e.kubectl, args...)
 		cmd.Env = append(os.Environ(), "KUBECONFIG="+e.kubeconfig)
 		out, err := cmd.CombinedOutput()

@@ -88,13 +88,7 @@ func TestCheckLedger(t *testing.T) {
 	} {
 		h, l := good()
 		problems := checkLedger(c.mutate(h, &l), l, 3, faults)
-		joined := strings.Join(problems, "\n")
-		switch {
-		case c.want == "" && len(problems) > 0:
-			t.Errorf("%s: problems:\n%s", c.name, joined)
-		case c.want != "" && !strings.Contains(joined, c.want):
-			t.Errorf("%s: problems:\n%s\nwant one with %q", c.name, joined, c.want)
-		}
+		wantProblem(t, c.name, problems, c.want)
 	}
 
 	h, _ := good()
@@ -172,15 +166,22 @@ func TestCheckRestore(t *testing.T) {
 			want:   "lost: key a"},
 	} {
 		problems := checkRestore(history, c.ledger, target)
-		joined := strings.Join(problems, "\n")
-		switch {
-		case c.want == "" && len(problems) > 0:
-			t.Errorf("%s: problems:\n%s", c.name, joined)
-		case c.want != "" && !strings.Contains(joined, c.want):
-			t.Errorf("%s: problems:\n%s\nwant one with %q", c.name, joined, c.want)
-		}
+		wantProblem(t, c.name, problems, c.want)
 	}
 	if got := recoveryPoint(history, ledger("a", "b"), target); !got.Equal(at(3.1)) {
 		t.Errorf("recoveryPoint = %s, want m1's acknowledgement at %s", got, at(3.1))
+	}
+}
+
+// wantProblem fails the test unless problems has one containing want, or
+// none when want is empty.
+func wantProblem(t *testing.T, name string, problems []string, want string) {
+	t.Helper()
+	joined := strings.Join(problems, "\n")
+	switch {
+	case want == "" && len(problems) > 0:
+		t.Errorf("%s: problems:\n%s", name, joined)
+	case want != "" && !strings.Contains(joined, want):
+		t.Errorf("%s: problems:\n%s\nwant one with %q", name, joined, want)
 	}
 }
