@@ -53,8 +53,16 @@ verify-generated: generate manifests ## Fail when the committed generated code o
 	@git diff --exit-code -- api config charts || { echo "generated files are stale: run 'make generate manifests' and commit"; exit 1; }
 	@untracked=$$(git ls-files --others --exclude-standard -- api config charts); if [ -n "$$untracked" ]; then echo "generated files not committed: $$untracked"; exit 1; fi
 
+.PHONY: generate-asm
+generate-asm: ## Generate internal/jsonindex's AVX2 assembly and its stub with avo (from internal/jsonindex/_asm, a module of its own).
+	cd internal/jsonindex && $(GO) generate
+
+.PHONY: verify-asm
+verify-asm: generate-asm ## Fail when internal/jsonindex's committed assembly or stub is not what `make generate-asm` generates.
+	@git diff --exit-code -- internal/jsonindex || { echo "internal/jsonindex's assembly is stale: run 'make generate-asm' and commit"; exit 1; }
+
 .PHONY: test
-test: verify-fmt vet verify-generated unit fuzz ## Run every test: formatting, vet, generated files, unit and integration tests (race detector), fuzzing.
+test: verify-fmt vet verify-generated verify-asm unit fuzz ## Run every test: formatting, vet, generated files and assembly, unit and integration tests (race detector), fuzzing.
 
 .PHONY: unit
 unit: ## Run the unit and integration tests (real PostgreSQL, kube-apiserver and etcd) with the race detector and coverage.

@@ -1,0 +1,20 @@
+//go:build !purego
+
+package jsonindex
+
+import "golang.org/x/sys/cpu"
+
+// hasAVX2 reports whether blocksAVX2 can run: it uses AVX2, PCLMULQDQ
+// (the prefix XOR) and BMI1 (TZCNT, BLSR, ANDN).
+var hasAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasPCLMULQDQ && cpu.X86.HasBMI1
+
+// best is the builder Index uses, chosen once by the CPU's features; the
+// package's only global. Tests call both builders directly.
+var best blocksFunc = pick(hasAVX2)
+
+func pick(avx2 bool) blocksFunc {
+	if avx2 {
+		return blocksAVX2
+	}
+	return blocksGo
+}
