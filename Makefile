@@ -119,6 +119,15 @@ bench: $(LOCALBIN) ## Benchmark the engine beside JSON validators (encoding/json
 		$$(grep -q '^BenchmarkCompute/simdjson.Parse' $(LOCALBIN)/bench-engine.txt && echo -baseline Compute/simdjson.Parse) \
 		$(LOCALBIN)/bench-engine.txt
 
+.PHONY: bench-index
+bench-index: $(LOCALBIN) ## Benchmark internal/jsonindex's builders (AVX2 where the CPU has it, portable Go) beside json.Valid on the 10, 130 and 256 KB bodies; print the ratios.
+	$(GO) test -run '^$$' -bench '^BenchmarkIndex$$' -benchmem -count $(BENCHCOUNT) ./internal/jsonindex | tee $(LOCALBIN)/bench-index.txt
+	for size in 10KB 130KB 256KB; do \
+		$(GO) run ./hack/bench/benchratio -target Index/$$size/go -baseline Index/$$size/json.Valid \
+			$$(grep -q "^BenchmarkIndex/$$size/avx2" $(LOCALBIN)/bench-index.txt && echo -baseline Index/$$size/avx2) \
+			$(LOCALBIN)/bench-index.txt || exit; \
+	done
+
 .PHONY: bench-api
 bench-api: ## Load the API on loopback (real server and durable PostgreSQL) beside a json.Valid reference handler; print throughput, p50/p99, CPU per request (API and PostgreSQL), session opens/s, and throughput at 1, 2 and 4 API processes where the machine has the cores.
 	$(GO) run ./hack/bench/loadtest -duration 10s -concurrency 32 -replicas 1,2,4

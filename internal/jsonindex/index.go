@@ -66,14 +66,15 @@ func (e *UnterminatedError) Error() string {
 // comment) and returns the extended slice. dst may be a previous result
 // cut to length 0, to reuse its memory.
 func Index(dst []uint32, buf []byte) ([]uint32, error) {
-	return index(dst, buf, best)
+	return index(dst, buf, useAVX2)
 }
 
-// blocksFunc appends the positions of buf (a whole number of 64-byte
-// blocks, at offset base of the input) to dst[:0], whose length is at least
-// len(buf), and returns how many it wrote. c carries the state from one
-// block to the next.
-type blocksFunc func(c *carry, buf []byte, base uint32, dst []uint32) int
+// The builders, blocksGo and blocksAVX2, append the positions of buf (a
+// whole number of 64-byte blocks, at offset base of the input) to
+// dst[:0], whose length is at least len(buf), and return how many they
+// wrote. c carries the state from one block to the next. They are called
+// directly, not through a func value, so that c and the last block stay on
+// the stack.
 
 // carry is what a block leaves to the next.
 type carry struct {
@@ -86,7 +87,7 @@ type carry struct {
 // at most 64 positions, so dst grows by this much for each chunk of input.
 const chunk = 4096
 
-func index(dst []uint32, buf []byte, blocks blocksFunc) ([]uint32, error) {
+func index(dst []uint32, buf []byte, avx2 bool) ([]uint32, error) {
 	if uint64(len(buf)) > math.MaxUint32 {
 		return dst, ErrTooLong
 	}
@@ -94,7 +95,7 @@ func index(dst []uint32, buf []byte, blocks blocksFunc) ([]uint32, error) {
 	whole := len(buf) &^ 63
 	for at := 0; at < whole; at += chunk {
 		end := min(at+chunk, whole)
-		dst = appendBlocks(dst, &c, buf[at:end], uint32(at), blocks)
+		dst = appendBlocks(dst, &c, buf[at:end], uint32(at), avx2)
 	}
 	if whole < len(buf) {
 		// Spaces neither add positions nor change a string's state.
@@ -103,7 +104,7 @@ func index(dst []uint32, buf []byte, blocks blocksFunc) ([]uint32, error) {
 			last[i] = ' '
 		}
 		copy(last[:], buf[whole:])
-		dst = appendBlocks(dst, &c, last[:], uint32(whole), blocks)
+		dst = appendBlocks(dst, &c, last[:], uint32(whole), avx2)
 	}
 	if c.inString != 0 {
 		// Nothing inside a string is a position, so the last one is its
@@ -113,9 +114,15 @@ func index(dst []uint32, buf []byte, blocks blocksFunc) ([]uint32, error) {
 	return dst, nil
 }
 
-func appendBlocks(dst []uint32, c *carry, buf []byte, base uint32, blocks blocksFunc) []uint32 {
+func appendBlocks(dst []uint32, c *carry, buf []byte, base uint32, avx2 bool) []uint32 {
 	dst = slices.Grow(dst, len(buf))
-	n := blocks(c, buf, base, dst[len(dst):len(dst)+len(buf)])
+	room := dst[len(dst) : len(dst)+len(buf)]
+	var n int
+	if avx2 {
+		n = blocksAVX2(c, buf, base, room)
+	} else {
+		n = blocksGo(c, buf, base, room)
+	}
 	return dst[:len(dst)+n]
 }
 

@@ -48,16 +48,16 @@ func reference(buf []byte) ([]uint32, error) {
 }
 
 type builder struct {
-	name   string
-	blocks blocksFunc
+	name string
+	avx2 bool
 }
 
 // builders are those this machine runs: the portable one, and the AVX2 one
 // where the CPU has its features and the build is not purego.
 func builders(t testing.TB) []builder {
-	bs := []builder{{"go", blocksGo}}
+	bs := []builder{{"go", false}}
 	if hasAVX2 {
-		bs = append(bs, builder{"avx2", blocksAVX2})
+		bs = append(bs, builder{"avx2", true})
 	} else {
 		t.Log("the AVX2 builder is not tested: not in this build, or the CPU lacks AVX2, PCLMULQDQ or BMI1")
 	}
@@ -70,7 +70,7 @@ func check(t testing.TB, buf []byte) {
 	want, wantErr := reference(buf)
 	for _, b := range builders(t) {
 		// A non-empty dst: positions are appended after what it holds.
-		got, err := index([]uint32{7}, buf, b.blocks)
+		got, err := index([]uint32{7}, buf, b.avx2)
 		if got[0] != 7 {
 			t.Fatalf("%s: %q: dst[0] overwritten", b.name, buf)
 		}
@@ -110,7 +110,7 @@ func TestCases(t *testing.T) {
 		{in: `[[[[{}]]]]`, want: []uint32{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}},
 		{in: `-0.1e+5,`, want: []uint32{0, 7}},
 	} {
-		got, err := index(nil, []byte(tc.in), blocksGo)
+		got, err := index(nil, []byte(tc.in), false)
 		if tc.want != nil && !slices.Equal(got, tc.want) {
 			t.Errorf("%q: %v, want %v", tc.in, got, tc.want)
 		}
@@ -250,12 +250,8 @@ func fuzzCorpus(t *testing.T, dir string) [][]byte {
 // TestBest checks the run-time choice: the AVX2 builder exactly where it
 // can run.
 func TestBest(t *testing.T) {
-	want := blocksGo
-	if hasAVX2 {
-		want = blocksAVX2
-	}
-	if reflect.ValueOf(best).Pointer() != reflect.ValueOf(want).Pointer() {
-		t.Fatalf("Index uses the wrong builder (hasAVX2 %v)", hasAVX2)
+	if useAVX2 != hasAVX2 {
+		t.Fatalf("Index uses the AVX2 builder: %v; the CPU and build have it: %v", useAVX2, hasAVX2)
 	}
 	t.Logf("hasAVX2 %v", hasAVX2)
 }

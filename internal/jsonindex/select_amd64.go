@@ -8,13 +8,6 @@ import "golang.org/x/sys/cpu"
 // (the prefix XOR) and BMI1 (TZCNT, BLSR, ANDN).
 var hasAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasPCLMULQDQ && cpu.X86.HasBMI1
 
-// best is the builder Index uses, chosen once by the CPU's features; the
-// package's only global. Tests call both builders directly.
-var best blocksFunc = pick(hasAVX2)
-
-func pick(avx2 bool) blocksFunc {
-	if avx2 {
-		return blocksAVX2
-	}
-	return blocksGo
-}
+// useAVX2 is the choice of Index, made once from the CPU's features: the
+// package's only global. Tests call both builders through index.
+var useAVX2 = hasAVX2

@@ -2,12 +2,13 @@
 
 package jsonindex
 
-// best is the builder Index uses: the portable one, as this build has no
-// assembly.
-var best blocksFunc = blocksGo
-
-// hasAVX2 reports whether blocksAVX2 can run here: never in this build.
+// hasAVX2 reports whether blocksAVX2 can run: never in this build, which
+// has no assembly.
 const hasAVX2 = false
 
-// blocksAVX2 is not in this build; tests skip it (hasAVX2).
-var blocksAVX2 blocksFunc = nil
+// useAVX2 is the choice of Index: the portable builder.
+const useAVX2 = false
+
+func blocksAVX2(c *carry, buf []byte, base uint32, dst []uint32) int {
+	panic("jsonindex: no AVX2 builder in this build")
+}
