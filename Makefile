@@ -123,9 +123,9 @@ bench: $(LOCALBIN) ## Benchmark the engine beside JSON validators (encoding/json
 bench-index: $(LOCALBIN) ## Benchmark internal/jsonindex's builders (AVX2 where the CPU has it, portable Go) beside json.Valid on the 10, 130 and 256 KB bodies; print the ratios.
 	$(GO) test -run '^$$' -bench '^BenchmarkIndex$$' -benchmem -count $(BENCHCOUNT) ./internal/jsonindex | tee $(LOCALBIN)/bench-index.txt
 	for size in 10KB 130KB 256KB; do \
-		$(GO) run ./hack/bench/benchratio -target Index/$$size/go -baseline Index/$$size/json.Valid \
-			$$(grep -q "^BenchmarkIndex/$$size/avx2" $(LOCALBIN)/bench-index.txt && echo -baseline Index/$$size/avx2) \
-			$(LOCALBIN)/bench-index.txt || exit; \
+		if grep -q "^BenchmarkIndex/$$size/avx2" $(LOCALBIN)/bench-index.txt; then set -- avx2 -baseline Index/$$size/go; else set -- go; fi; \
+		builder=$$1; shift; \
+		$(GO) run ./hack/bench/benchratio -target Index/$$size/$$builder -baseline Index/$$size/json.Valid "$$@" $(LOCALBIN)/bench-index.txt || exit; \
 	done
 
 .PHONY: bench-api
