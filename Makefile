@@ -53,8 +53,16 @@ verify-generated: generate manifests ## Fail when the committed generated code o
 	@git diff --exit-code -- api config charts || { echo "generated files are stale: run 'make generate manifests' and commit"; exit 1; }
 	@untracked=$$(git ls-files --others --exclude-standard -- api config charts); if [ -n "$$untracked" ]; then echo "generated files not committed: $$untracked"; exit 1; fi
 
+.PHONY: generate-asm
+generate-asm: ## Generate internal/jsonindex's AVX2 assembly and its stub with avo (from internal/jsonindex/_asm, a module of its own).
+	cd internal/jsonindex && $(GO) generate
+
+.PHONY: verify-asm
+verify-asm: generate-asm ## Fail when internal/jsonindex's committed assembly or stub is not what `make generate-asm` generates.
+	@git diff --exit-code -- internal/jsonindex/index_amd64.s internal/jsonindex/index_amd64.go || { echo "internal/jsonindex's assembly is stale: run 'make generate-asm' and commit"; exit 1; }
+
 .PHONY: test
-test: verify-fmt vet verify-generated unit fuzz ## Run every test: formatting, vet, generated files, unit and integration tests (race detector), fuzzing.
+test: verify-fmt vet verify-generated verify-asm unit fuzz ## Run every test: formatting, vet, generated files and assembly, unit and integration tests (race detector), fuzzing.
 
 .PHONY: unit
 unit: ## Run the unit and integration tests (real PostgreSQL, kube-apiserver and etcd) with the race detector and coverage.
@@ -110,6 +118,15 @@ bench: $(LOCALBIN) ## Benchmark the engine beside JSON validators (encoding/json
 		-baseline Compute/go-json.Valid -baseline Compute/sha256 \
 		$$(grep -q '^BenchmarkCompute/simdjson.Parse' $(LOCALBIN)/bench-engine.txt && echo -baseline Compute/simdjson.Parse) \
 		$(LOCALBIN)/bench-engine.txt
+
+.PHONY: bench-index
+bench-index: $(LOCALBIN) ## Benchmark internal/jsonindex's builders (AVX2 where the CPU has it, portable Go) beside json.Valid on the 10, 130 and 256 KB bodies; print the ratios.
+	$(GO) test -run '^$$' -bench '^BenchmarkIndex$$' -benchmem -count $(BENCHCOUNT) ./internal/jsonindex | tee $(LOCALBIN)/bench-index.txt
+	for size in 10KB 130KB 256KB; do \
+		if grep -q "^BenchmarkIndex/$$size/avx2" $(LOCALBIN)/bench-index.txt; then set -- avx2 -baseline Index/$$size/go; else set -- go; fi; \
+		builder=$$1; shift; \
+		$(GO) run ./hack/bench/benchratio -target Index/$$size/$$builder -baseline Index/$$size/json.Valid "$$@" $(LOCALBIN)/bench-index.txt || exit; \
+	done
 
 .PHONY: bench-api
 bench-api: ## Load the API on loopback (real server and durable PostgreSQL) beside a json.Valid reference handler; print throughput, p50/p99, CPU per request (API and PostgreSQL), session opens/s, and throughput at 1, 2 and 4 API processes where the machine has the cores.

@@ -1,16 +1,15 @@
 package metrics_test
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/json"
-	"fmt"
 	"testing"
 
 	"github.com/bytedance/sonic"
 	gojson "github.com/goccy/go-json"
 	"github.com/minio/simdjson-go"
 
+	"github.com/evalmeter/evalmeter/internal/benchbody"
 	"github.com/evalmeter/evalmeter/internal/metrics"
 )
 
@@ -72,50 +71,19 @@ func benchBody(b *testing.B) []byte {
 // 130 and 256 KB (the limit), as the CLI writes them, to show how its cost
 // grows with the body.
 func BenchmarkComputeSizes(b *testing.B) {
-	for _, size := range []struct {
-		name          string
-		cases, checks int
-	}{
-		{"10KB", 30, 1},
-		{"130KB", 410, 1},
-		{"256KB", 500, 5},
-	} {
-		body := syntheticBody(size.cases, size.checks)
+	for _, size := range benchbody.Sizes {
+		body := size.Body()
 		if len(body) > metrics.MaxBodyBytes {
-			b.Fatalf("%s body is %d bytes, over the limit", size.name, len(body))
+			b.Fatalf("%s body is %d bytes, over the limit", size.Name, len(body))
 		}
-		b.Run(size.name, func(b *testing.B) {
+		b.Run(size.Name, func(b *testing.B) {
 			b.SetBytes(int64(len(body)))
 			b.ReportAllocs()
 			for b.Loop() {
-				if m, err := metrics.Compute(body); err != nil || m.CaseCount != size.cases {
+				if m, err := metrics.Compute(body); err != nil || m.CaseCount != size.Cases {
 					b.Fatalf("Compute: %v", err)
 				}
 			}
 		})
 	}
-}
-
-// syntheticBody is a valid compact request of n cases with checks tool
-// checks each, every optional member present.
-func syntheticBody(n, checks int) []byte {
-	var b bytes.Buffer
-	b.WriteString(`{"run_id":"bench-run-2026-11-23","cost_currency":"USD","cases":[`)
-	for i := range n {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		fmt.Fprintf(&b, `{"case_id":"suite.module.test_case_%04d","status":"%s","latency_ms":%d.%03d,"repeat_group":"group-%03d",`+
-			`"input_tokens":%d,"output_tokens":%d,"cost":0.%06d,"tool_checks":[`,
-			i, [...]string{"pass", "fail", "error", "timeout"}[i%4], 1000+i*37%90000, i%1000, i/3, 1000+i*13, 200+i*7, 1+i*31%999999)
-		for j := range checks {
-			if j > 0 {
-				b.WriteByte(',')
-			}
-			fmt.Fprintf(&b, `{"name":"tool.check_%02d.verify","passed":%t}`, j, (i+j)%5 != 0)
-		}
-		fmt.Fprintf(&b, `],"boundary_violations":["scope_escape"],"trace":{"expected_steps":%d,"observed_steps":%d}}`, 10+i%7, 10-i%5)
-	}
-	b.WriteString(`]}`)
-	return b.Bytes()
 }

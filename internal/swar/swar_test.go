@@ -50,3 +50,33 @@ func TestNonASCII(t *testing.T) {
 		t.Errorf("NonASCII = %#x, want %#x", got, want)
 	}
 }
+
+// TestMatch puts every byte at every place beside every other byte: every
+// mark is exact, and Gather packs them in order.
+func TestMatch(t *testing.T) {
+	for c := range 256 {
+		var w [8]byte
+		for at := range 8 {
+			for other := range 256 {
+				for i := range w {
+					w[i] = byte(other)
+				}
+				w[at] = byte(c)
+				m := Match(binary.LittleEndian.Uint64(w[:]), byte(c))
+				var want, wantGathered uint64
+				for i, b := range w {
+					if b == byte(c) {
+						want |= 0x80 << (8 * i)
+						wantGathered |= 1 << i
+					}
+				}
+				if m != want {
+					t.Fatalf("Match(%q, %#x) = %#x, want %#x", w, c, m, want)
+				}
+				if g := Gather(m); g != wantGathered {
+					t.Fatalf("Gather(%#x) = %#b, want %#b", m, g, wantGathered)
+				}
+			}
+		}
+	}
+}

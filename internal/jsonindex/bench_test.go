@@ -1,0 +1,37 @@
+package jsonindex
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/evalmeter/evalmeter/internal/benchbody"
+)
+
+// BenchmarkIndex measures both builders beside json.Valid on the bodies
+// of the engine's BenchmarkComputeSizes. `make bench-index` prints the
+// ratios.
+func BenchmarkIndex(b *testing.B) {
+	for _, size := range benchbody.Sizes {
+		body := size.Body()
+		var dst []uint32 // reused, as a parser would
+		run := func(name string, f func() bool) {
+			b.Run(size.Name+"/"+name, func(b *testing.B) {
+				b.SetBytes(int64(len(body)))
+				b.ReportAllocs()
+				for b.Loop() {
+					if !f() {
+						b.Fatalf("%s fails on the body", name)
+					}
+				}
+			})
+		}
+		for _, bl := range builders(b) {
+			run(bl.name, func() bool {
+				var err error
+				dst, err = index(dst[:0], body, bl.avx2)
+				return err == nil && len(dst) > 0
+			})
+		}
+		run("json.Valid", func() bool { return json.Valid(body) })
+	}
+}

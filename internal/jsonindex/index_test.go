@@ -1,0 +1,284 @@
+package jsonindex
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// reference is the oracle: the contract of the package comment, one byte
+// at a time.
+func reference(buf []byte) ([]uint32, error) {
+	var out []uint32
+	inString, escapeNext, inScalar := false, false, false
+	for i, c := range buf {
+		escaped := escapeNext
+		escapeNext = c == '\\' && !escaped
+		quote := c == '"' && !escaped
+		switch {
+		case inString:
+			inString = !quote
+		case quote:
+			out = append(out, uint32(i))
+			inString, inScalar = true, false
+		case strings.IndexByte("{}[]:,", c) >= 0:
+			out = append(out, uint32(i))
+			inScalar = false
+		case strings.IndexByte(" \t\n\r", c) >= 0:
+			inScalar = false
+		default:
+			if !inScalar {
+				out = append(out, uint32(i))
+			}
+			inScalar = true
+		}
+	}
+	if inString {
+		return out, &UnterminatedError{Offset: int(out[len(out)-1])}
+	}
+	return out, nil
+}
+
+type builder struct {
+	name string
+	avx2 bool
+}
+
+// builders are those this machine runs: the portable one, and the AVX2 one
+// where the CPU has its features and the build is not purego.
+func builders(t testing.TB) []builder {
+	bs := []builder{{"go", false}}
+	if useAVX2 {
+		bs = append(bs, builder{"avx2", true})
+	} else {
+		t.Log("the AVX2 builder is not tested: not in this build, or the CPU lacks AVX2, PCLMULQDQ or BMI1")
+	}
+	return bs
+}
+
+// check compares every builder with the reference on buf.
+func check(t testing.TB, buf []byte) {
+	t.Helper()
+	want, wantErr := reference(buf)
+	for _, b := range builders(t) {
+		// A non-empty dst: positions are appended after what it holds.
+		got, err := index([]uint32{7}, buf, b.avx2)
+		if got[0] != 7 {
+			t.Fatalf("%s: %q: dst[0] overwritten", b.name, buf)
+		}
+		if !slices.Equal(got[1:], want) {
+			t.Fatalf("%s: %q:\n got %v\nwant %v", b.name, buf, got[1:], want)
+		}
+		if !reflect.DeepEqual(err, wantErr) {
+			t.Fatalf("%s: %q: error %v, want %v", b.name, buf, err, wantErr)
+		}
+	}
+}
+
+func TestCases(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want []uint32 // nil: only compared with the reference
+		err  error
+	}{
+		{in: ``, want: []uint32{}},
+		{in: `   `, want: []uint32{}},
+		{in: `{}`, want: []uint32{0, 1}},
+		{in: `{"a":1}`, want: []uint32{0, 1, 4, 5, 6}},
+		{in: `{"a" : [1, 2.5e-3,true,false , null]}`, want: []uint32{0, 1, 5, 7, 8, 9, 11, 17, 18, 22, 23, 29, 31, 35, 36}},
+		{in: `"a\"b"`, want: []uint32{0}},
+		{in: `"a\\"b"`, want: []uint32{0, 5, 6}, err: &UnterminatedError{Offset: 6}},
+		{in: `"a\\\"b"`, want: []uint32{0}},
+		{in: `"{[:,]}" ,`, want: []uint32{0, 9}},
+		{in: `"\u00e9 é ☃ 😀" 1`, want: []uint32{0, 21}},
+		{in: "\"\xff\xfe\x00\x1f\" \x80x", want: []uint32{0, 7}},
+		{in: "\x00 \x01", want: []uint32{0, 2}},
+		{in: `"a"b`, want: []uint32{0, 3}},
+		{in: `\"a"`, want: []uint32{0, 3}, err: &UnterminatedError{Offset: 3}}, // an escaped quote opens nothing
+		{in: `"abc`, want: []uint32{0}, err: &UnterminatedError{Offset: 0}},
+		{in: `"abc\"`, want: []uint32{0}, err: &UnterminatedError{Offset: 0}},
+		{in: `"abc\`, want: []uint32{0}, err: &UnterminatedError{Offset: 0}},
+		{in: "1 \t\n\r 2", want: []uint32{0, 6}},
+		{in: `[[[[{}]]]]`, want: []uint32{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}},
+		{in: `-0.1e+5,`, want: []uint32{0, 7}},
+	} {
+		got, err := index(nil, []byte(tc.in), false)
+		if tc.want != nil && !slices.Equal(got, tc.want) {
+			t.Errorf("%q: %v, want %v", tc.in, got, tc.want)
+		}
+		if !reflect.DeepEqual(err, tc.err) {
+			t.Errorf("%q: error %v, want %v", tc.in, err, tc.err)
+		}
+		check(t, []byte(tc.in))
+	}
+}
+
+func TestUnterminatedErrorIs(t *testing.T) {
+	_, err := Index(nil, []byte(`{"a`))
+	var u *UnterminatedError
+	if !errors.As(err, &u) || u.Offset != 1 {
+		t.Fatalf("Index: %v, want an *UnterminatedError at 1", err)
+	}
+}
+
+// TestBlockEdges puts runs and multi-byte characters across every 64-byte
+// boundary, in and out of strings, on inputs of every length around one
+// and two blocks.
+func TestBlockEdges(t *testing.T) {
+	pieces := []string{`"`, `\`, `\"`, `\\"`, `é`, "\xe2\x98", "\xff", `1`, `true`, ` `, `{`, `:`, `,`}
+	for _, n := range []int{1, 2, 62, 63, 64, 65, 66, 126, 127, 128, 129, 130, 191, 192, 193} {
+		for _, fill := range []byte{'a', ' ', '"', '\\', ','} {
+			for _, p := range pieces {
+				for at := max(0, n-70); at < n; at++ {
+					buf := bytes.Repeat([]byte{fill}, n)
+					copy(buf[at:], p)
+					check(t, buf)
+					check(t, append([]byte{'"'}, buf...)) // the same inside a string
+				}
+			}
+		}
+	}
+}
+
+// TestBackslashRuns puts runs of 1 to 70 backslashes, before a quote and
+// before a letter, at every offset of three blocks, so that each run ends
+// and straddles every boundary, inside and outside strings.
+func TestBackslashRuns(t *testing.T) {
+	for run := 1; run <= 70; run++ {
+		for at := 0; at < 192; at++ {
+			for _, after := range []string{`"`, `a`, `""`} {
+				for _, prefix := range []string{``, `"`} {
+					buf := []byte(prefix + strings.Repeat(" ", at) + strings.Repeat(`\`, run) + after + ` "x" 1`)
+					check(t, buf)
+				}
+			}
+		}
+	}
+}
+
+// TestLengths checks inputs of every length to three blocks, of a JSON
+// text cut there and of one padded with spaces.
+func TestLengths(t *testing.T) {
+	doc := []byte(`{"a\\":[1,-2.5e3,"x\"y",true,false,null,{"é":"\u00e9"}],"b":{"c":[]}, "d" : "` + strings.Repeat(`\\`, 40) + `"}`)
+	for n := 0; n <= 3*64+1; n++ {
+		check(t, doc[:min(n, len(doc))])
+		check(t, append(bytes.Repeat([]byte{' '}, n), '1'))
+	}
+}
+
+// TestVectors checks the metrics engine's test vectors, its fuzz corpus
+// and the converters' fixtures.
+func TestVectors(t *testing.T) {
+	raw, err := os.ReadFile("../metrics/testdata/metrics-vectors.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file struct {
+		Vectors []struct {
+			Name string `json:"name"`
+			Body string `json:"body"`
+		} `json:"vectors"`
+	}
+	if err := json.Unmarshal(raw, &file); err != nil {
+		t.Fatal(err)
+	}
+	if len(file.Vectors) < 100 {
+		t.Fatalf("only %d vectors", len(file.Vectors))
+	}
+	check(t, raw)
+	for _, v := range file.Vectors {
+		check(t, []byte(v.Body))
+	}
+	for _, in := range fuzzCorpus(t, "../metrics/testdata/fuzz/FuzzCompute") {
+		check(t, in)
+	}
+	fixtures := 0
+	err = filepath.WalkDir("../../convert/testdata", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.Contains(filepath.Base(path), ".json") {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		check(t, b)
+		fixtures++
+		return nil
+	})
+	if err != nil || fixtures == 0 {
+		t.Fatalf("converter fixtures: %d read, %v", fixtures, err)
+	}
+	t.Logf("%d vectors, %d converter fixtures", len(file.Vectors), fixtures)
+}
+
+// fuzzCorpus reads the []byte arguments of a Go fuzz corpus directory.
+func fuzzCorpus(t *testing.T, dir string) [][]byte {
+	files, err := filepath.Glob(filepath.Join(dir, "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out [][]byte
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(raw), "\n") {
+			if lit, ok := strings.CutPrefix(line, "[]byte("); ok {
+				s, err := strconv.Unquote(strings.TrimSuffix(lit, ")"))
+				if err != nil {
+					t.Fatalf("%s: %v", f, err)
+				}
+				out = append(out, []byte(s))
+			}
+		}
+	}
+	if len(out) == 0 {
+		t.Fatalf("no corpus entries in %s", dir)
+	}
+	return out
+}
+
+// TestChoice checks that Index uses the builder the CPU allows, and says
+// which.
+func TestChoice(t *testing.T) {
+	buf := []byte(`{"a":["b\\",1]}`)
+	got, err := Index(nil, buf)
+	want, _ := reference(buf)
+	if err != nil || !slices.Equal(got, want) {
+		t.Fatalf("Index: %v %v, want %v", got, err, want)
+	}
+	t.Logf("Index uses the AVX2 builder: %v", useAVX2)
+}
+
+// TestReuse checks that a previous result's memory can be reused.
+func TestReuse(t *testing.T) {
+	a, err := Index(nil, []byte(strings.Repeat(`{"a":[1,2]},`, 1000)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Index(a[:0], []byte(`[1]`))
+	if err != nil || !slices.Equal(b, []uint32{0, 1, 2}) {
+		t.Fatalf("%v %v", b, err)
+	}
+}
+
+// FuzzIndex compares every builder with the reference, on the input
+// alone and behind a prefix that moves it across the block boundary.
+func FuzzIndex(f *testing.F) {
+	for _, s := range []string{``, `{"a":"b\\\"c","d":[1,2,{"e":null}]}`, strings.Repeat(`\`, 65) + `"`, "\"\xff\xc3\" 1 é"} {
+		f.Add(uint8(0), []byte(s))
+	}
+	f.Fuzz(func(t *testing.T, shift uint8, buf []byte) {
+		check(t, buf)
+		check(t, append(bytes.Repeat([]byte{'\\'}, int(shift%64)), buf...))
+	})
+}
