@@ -57,35 +57,34 @@ func run(args []string, dir string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintln(stdout, "release-check: CHANGELOG.md, hack/releases, the chart and the tags agree")
 		return 0
-	case "version":
-		releases, err := readReleases(dir)
+	case "version", "previous":
+		out, err := name(dir, args[0])
 		if err != nil {
 			fmt.Fprintln(stderr, "release: "+err.Error())
 			return 1
 		}
-		v, err := version(dir, releases)
-		if err != nil {
-			fmt.Fprintln(stderr, "release: "+err.Error())
-			return 1
-		}
-		fmt.Fprintln(stdout, v)
-		return 0
-	case "previous":
-		releases, err := readReleases(dir)
-		if err != nil {
-			fmt.Fprintln(stderr, "release: "+err.Error())
-			return 1
-		}
-		r, err := previous(dir, releases)
-		if err != nil {
-			fmt.Fprintln(stderr, "release: "+err.Error())
-			return 1
-		}
-		fmt.Fprintln(stdout, r.version.String()+" "+r.commit)
+		fmt.Fprintln(stdout, out)
 		return 0
 	}
 	fmt.Fprintf(stderr, "release: unknown command %q: use check, version or previous\n", args[0])
 	return 2
+}
+
+// name answers the version or previous command from hack/releases: the
+// working tree's version, or "vX.Y.Z COMMIT" of the release before HEAD.
+func name(dir, command string) (string, error) {
+	releases, err := readReleases(dir)
+	if err != nil {
+		return "", err
+	}
+	if command == "version" {
+		return version(dir, releases)
+	}
+	r, err := previous(dir, releases)
+	if err != nil {
+		return "", err
+	}
+	return r.version.String() + " " + r.commit, nil
 }
 
 // semver is a release's version, vMAJOR.MINOR.PATCH; releases have no

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -99,11 +98,8 @@ func TestUpgrade(t *testing.T) {
 	rollout := func(name string, args []string) (fault, int) {
 		f := fault{name: name, start: time.Now()}
 		done := make(chan struct{})
-		fewest := make(chan int, 1)
-		var sampling sync.WaitGroup
-		sampling.Add(1)
+		fewest := make(chan int)
 		go func() { // the Deployment's available pods, every half second
-			defer sampling.Done()
 			least := upReplicas
 			for {
 				select {
@@ -123,7 +119,6 @@ func TestUpgrade(t *testing.T) {
 		e.run(t, nil, e.helm, args...)
 		kubectl("-n", ns, "rollout", "status", "deployment/evalmeter-api", "--timeout=5m")
 		close(done)
-		sampling.Wait()
 		f.end = time.Now()
 		return f, <-fewest
 	}
@@ -191,12 +186,13 @@ func TestUpgrade(t *testing.T) {
 // acknowledgedMetrics is every metrics post answered 200 before cutoff: its
 // Idempotency-Key and the session token it was posted with.
 func (c *loadClient) acknowledgedMetrics(cutoff time.Time) map[string]string {
+	h := c.h.all()
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	out := map[string]string{}
-	for _, o := range c.h.all() {
+	for _, o := range h {
 		if o.kind == opMetrics && o.status == 200 && o.end.Before(cutoff) {
-			c.mu.Lock()
 			out[o.key] = c.metrics[o.key]
-			c.mu.Unlock()
 		}
 	}
 	return out
