@@ -28,7 +28,7 @@ func BenchmarkIndex(b *testing.B) {
 		for _, bl := range builders(b) {
 			run(bl.name, func() bool {
 				var err error
-				dst, err = index(dst[:0], body, bl.avx2)
+				dst, _, err = bl.index(dst[:0], body)
 				return err == nil && len(dst) > 0
 			})
 		}

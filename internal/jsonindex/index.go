@@ -66,7 +66,79 @@ func (e *UnterminatedError) Error() string {
 // comment) and returns the extended slice. dst may be a previous result
 // cut to length 0, to reuse its memory.
 func Index(dst []uint32, buf []byte) ([]uint32, error) {
-	return index(dst, buf, useAVX2)
+	if uint64(len(buf)) > math.MaxUint32 {
+		return dst, ErrTooLong
+	}
+	var s Scanner
+	dst, _, err := s.Last(dst, buf, 0)
+	return dst, err
+}
+
+// A Scanner indexes one input in parts, in order, so that a parser holds
+// the positions of a window of the input at a time, not of all of it, and
+// a stream is indexed as it is read. The zero value is ready to scan an
+// input from its start.
+type Scanner struct {
+	c        carry
+	portable bool // use the portable builder whatever the CPU
+}
+
+// A Summary tells what the strings of the scanned bytes hold, so that a
+// parser knows when it may take a string's bytes without looking at them.
+// Both are about the bytes scanned in one call: a string that begins in
+// one call and ends in another is covered by both calls' summaries.
+type Summary struct {
+	// Plain: no byte inside a string is a backslash, a control character
+	// or a byte of 0x80 or more. Each string is then its bytes as they
+	// are: valid, printable ASCII, with no escapes.
+	Plain bool
+	// Simple: no byte inside a string is a control character, and every
+	// escape is one of \" \\ \/ \b \f \n \r \t. Each string is then valid
+	// JSON text, though perhaps not valid UTF-8. A backslash outside a
+	// string, or at the end of the input, may clear it too: no parser
+	// accepts either.
+	Simple bool
+}
+
+// Scan appends to dst the positions of buf, the next bytes of the input,
+// at offset base of it, and returns the extended slice and what buf's
+// strings hold. len(buf) must be a multiple of 64; the input's last bytes
+// go to [Scanner.Last]. base+len(buf) must not exceed 4 GiB.
+func (s *Scanner) Scan(dst []uint32, buf []byte, base uint32) ([]uint32, Summary) {
+	if len(buf)%64 != 0 {
+		panic("jsonindex: Scan of a length that is not a multiple of 64")
+	}
+	dst = s.blocks(dst, buf, base)
+	return dst, s.c.summary()
+}
+
+// Last is Scan for the input's last bytes, of any length, and reports a
+// string that they leave open (an [*UnterminatedError]). The Scanner is
+// then ready for a new input.
+func (s *Scanner) Last(dst []uint32, buf []byte, base uint32) ([]uint32, Summary, error) {
+	whole := len(buf) &^ 63
+	dst = s.blocks(dst, buf[:whole], base)
+	if whole < len(buf) {
+		// Spaces neither add positions nor change a string's state.
+		var last [64]byte
+		for i := range last {
+			last[i] = ' '
+		}
+		copy(last[:], buf[whole:])
+		dst = s.appendBlocks(dst, last[:], base+uint32(whole))
+	}
+	sum := s.c.summary()
+	if s.c.escaped != 0 {
+		sum.Simple = false // an escape cut short by the end
+	}
+	open := s.c.inString != 0
+	s.c = carry{}
+	if open {
+		// Nothing inside a string is a position, so the last one is its
+		// opening quote.
+		return dst, sum, &UnterminatedError{Offset: int(dst[len(dst)-1])}
+	}
+	return dst, sum, nil
 }
 
 // The builders, blocksGo and blocksAVX2, append the positions of buf (a
@@ -76,66 +148,69 @@ func Index(dst []uint32, buf []byte) ([]uint32, error) {
 // directly, not through a func value, so that c and the last block stay on
 // the stack.
 
-// carry is what a block leaves to the next.
+// carry is what a block leaves to the next, and what the blocks since the
+// last summary have seen in strings.
 type carry struct {
 	inString uint64 // all ones when the block ended inside a string, else 0
 	escaped  uint64 // 1 when it ended with an odd run of backslashes, else 0
 	scalar   uint64 // 1 when its last byte belongs to a scalar, else 0
+	rich     uint64 // string bytes that are backslashes, control characters or non-ASCII
+	unusual  uint64 // string bytes that are control characters, and escaped bytes of no short escape
+}
+
+// summary returns what the strings since the last summary hold.
+func (c *carry) summary() Summary {
+	sum := Summary{Plain: c.rich == 0, Simple: c.unusual == 0}
+	c.rich, c.unusual = 0, 0
+	return sum
 }
 
 // chunk bounds the room reserved in dst beyond what is used: a block has
 // at most 64 positions, so dst grows by this much for each chunk of input.
 const chunk = 4096
 
-func index(dst []uint32, buf []byte, avx2 bool) ([]uint32, error) {
-	if uint64(len(buf)) > math.MaxUint32 {
-		return dst, ErrTooLong
+// blocks appends the positions of buf, a whole number of blocks.
+func (s *Scanner) blocks(dst []uint32, buf []byte, base uint32) []uint32 {
+	for at := 0; at < len(buf); at += chunk {
+		end := min(at+chunk, len(buf))
+		dst = s.appendBlocks(dst, buf[at:end], base+uint32(at))
 	}
-	var c carry
-	whole := len(buf) &^ 63
-	for at := 0; at < whole; at += chunk {
-		end := min(at+chunk, whole)
-		dst = appendBlocks(dst, &c, buf[at:end], uint32(at), avx2)
-	}
-	if whole < len(buf) {
-		// Spaces neither add positions nor change a string's state.
-		var last [64]byte
-		for i := range last {
-			last[i] = ' '
-		}
-		copy(last[:], buf[whole:])
-		dst = appendBlocks(dst, &c, last[:], uint32(whole), avx2)
-	}
-	if c.inString != 0 {
-		// Nothing inside a string is a position, so the last one is its
-		// opening quote.
-		return dst, &UnterminatedError{Offset: int(dst[len(dst)-1])}
-	}
-	return dst, nil
+	return dst
 }
 
-func appendBlocks(dst []uint32, c *carry, buf []byte, base uint32, avx2 bool) []uint32 {
+func (s *Scanner) appendBlocks(dst []uint32, buf []byte, base uint32) []uint32 {
 	dst = slices.Grow(dst, len(buf))
 	room := dst[len(dst) : len(dst)+len(buf)]
 	var n int
-	if avx2 {
-		n = blocksAVX2(c, buf, base, room)
+	if useAVX2 && !s.portable {
+		n = blocksAVX2(&s.c, buf, base, room)
 	} else {
-		n = blocksGo(c, buf, base, room)
+		n = blocksGo(&s.c, buf, base, room)
 	}
 	return dst[:len(dst)+n]
 }
 
-// structurals returns the positions of one block as a bitmap, from the
-// masks of its quotes, backslashes, operators ({ } [ ] : ,) and whitespace.
-// The assembly does the same, step by step.
-func (c *carry) structurals(quote, backslash, op, space uint64) uint64 {
-	quote &^= c.escapes(backslash)
+// masks are a block's bytes by class, a bit each.
+type masks struct {
+	quote, backslash uint64
+	op               uint64 // { } [ ] : ,
+	space            uint64 // ' ', \t, \n, \r
+	control, high    uint64 // below 0x20; 0x80 and above
+	short            uint64 // " \ / b f n r t: what a two-byte escape may escape
+}
+
+// structurals returns the positions of one block as a bitmap, and adds to
+// c what its strings hold. The assembly does the same, step by step.
+func (c *carry) structurals(m *masks) uint64 {
+	escaped := c.escapes(m.backslash)
+	quote := m.quote &^ escaped
 	in := prefixXOR(quote) ^ c.inString // opening quotes and string bytes
 	c.inString = uint64(int64(in) >> 63)
+	c.rich |= (m.backslash | m.control | m.high) & in
+	c.unusual |= m.control&in | escaped&^m.short
 	outside := ^(in | quote) // neither a string nor its closing quote
-	op &= outside
-	scalar := outside &^ (op | space)
+	op := m.op & outside
+	scalar := outside &^ (m.op | m.space)
 	starts := scalar &^ (scalar<<1 | c.scalar)
 	c.scalar = scalar >> 63
 	return op | quote&in | starts

@@ -174,129 +174,316 @@ DATA braces<>+30(SB)/1, $0xff
 DATA braces<>+31(SB)/1, $0xff
 GLOBL braces<>(SB), RODATA|NOPTR, $32
 
+DATA shorts<>+0(SB)/1, $0xff
+DATA shorts<>+1(SB)/1, $0xff
+DATA shorts<>+2(SB)/1, $0x22
+DATA shorts<>+3(SB)/1, $0xff
+DATA shorts<>+4(SB)/1, $0x74
+DATA shorts<>+5(SB)/1, $0xff
+DATA shorts<>+6(SB)/1, $0x66
+DATA shorts<>+7(SB)/1, $0xff
+DATA shorts<>+8(SB)/1, $0xff
+DATA shorts<>+9(SB)/1, $0xff
+DATA shorts<>+10(SB)/1, $0xff
+DATA shorts<>+11(SB)/1, $0xff
+DATA shorts<>+12(SB)/1, $0x5c
+DATA shorts<>+13(SB)/1, $0xff
+DATA shorts<>+14(SB)/1, $0x6e
+DATA shorts<>+15(SB)/1, $0x2f
+DATA shorts<>+16(SB)/1, $0xff
+DATA shorts<>+17(SB)/1, $0xff
+DATA shorts<>+18(SB)/1, $0x22
+DATA shorts<>+19(SB)/1, $0xff
+DATA shorts<>+20(SB)/1, $0x74
+DATA shorts<>+21(SB)/1, $0xff
+DATA shorts<>+22(SB)/1, $0x66
+DATA shorts<>+23(SB)/1, $0xff
+DATA shorts<>+24(SB)/1, $0xff
+DATA shorts<>+25(SB)/1, $0xff
+DATA shorts<>+26(SB)/1, $0xff
+DATA shorts<>+27(SB)/1, $0xff
+DATA shorts<>+28(SB)/1, $0x5c
+DATA shorts<>+29(SB)/1, $0xff
+DATA shorts<>+30(SB)/1, $0x6e
+DATA shorts<>+31(SB)/1, $0x2f
+GLOBL shorts<>(SB), RODATA|NOPTR, $32
+
+DATA bees<>+0(SB)/1, $0x62
+DATA bees<>+1(SB)/1, $0x62
+DATA bees<>+2(SB)/1, $0x62
+DATA bees<>+3(SB)/1, $0x62
+DATA bees<>+4(SB)/1, $0x62
+DATA bees<>+5(SB)/1, $0x62
+DATA bees<>+6(SB)/1, $0x62
+DATA bees<>+7(SB)/1, $0x62
+DATA bees<>+8(SB)/1, $0x62
+DATA bees<>+9(SB)/1, $0x62
+DATA bees<>+10(SB)/1, $0x62
+DATA bees<>+11(SB)/1, $0x62
+DATA bees<>+12(SB)/1, $0x62
+DATA bees<>+13(SB)/1, $0x62
+DATA bees<>+14(SB)/1, $0x62
+DATA bees<>+15(SB)/1, $0x62
+DATA bees<>+16(SB)/1, $0x62
+DATA bees<>+17(SB)/1, $0x62
+DATA bees<>+18(SB)/1, $0x62
+DATA bees<>+19(SB)/1, $0x62
+DATA bees<>+20(SB)/1, $0x62
+DATA bees<>+21(SB)/1, $0x62
+DATA bees<>+22(SB)/1, $0x62
+DATA bees<>+23(SB)/1, $0x62
+DATA bees<>+24(SB)/1, $0x62
+DATA bees<>+25(SB)/1, $0x62
+DATA bees<>+26(SB)/1, $0x62
+DATA bees<>+27(SB)/1, $0x62
+DATA bees<>+28(SB)/1, $0x62
+DATA bees<>+29(SB)/1, $0x62
+DATA bees<>+30(SB)/1, $0x62
+DATA bees<>+31(SB)/1, $0x62
+GLOBL bees<>(SB), RODATA|NOPTR, $32
+
+DATA ars<>+0(SB)/1, $0x72
+DATA ars<>+1(SB)/1, $0x72
+DATA ars<>+2(SB)/1, $0x72
+DATA ars<>+3(SB)/1, $0x72
+DATA ars<>+4(SB)/1, $0x72
+DATA ars<>+5(SB)/1, $0x72
+DATA ars<>+6(SB)/1, $0x72
+DATA ars<>+7(SB)/1, $0x72
+DATA ars<>+8(SB)/1, $0x72
+DATA ars<>+9(SB)/1, $0x72
+DATA ars<>+10(SB)/1, $0x72
+DATA ars<>+11(SB)/1, $0x72
+DATA ars<>+12(SB)/1, $0x72
+DATA ars<>+13(SB)/1, $0x72
+DATA ars<>+14(SB)/1, $0x72
+DATA ars<>+15(SB)/1, $0x72
+DATA ars<>+16(SB)/1, $0x72
+DATA ars<>+17(SB)/1, $0x72
+DATA ars<>+18(SB)/1, $0x72
+DATA ars<>+19(SB)/1, $0x72
+DATA ars<>+20(SB)/1, $0x72
+DATA ars<>+21(SB)/1, $0x72
+DATA ars<>+22(SB)/1, $0x72
+DATA ars<>+23(SB)/1, $0x72
+DATA ars<>+24(SB)/1, $0x72
+DATA ars<>+25(SB)/1, $0x72
+DATA ars<>+26(SB)/1, $0x72
+DATA ars<>+27(SB)/1, $0x72
+DATA ars<>+28(SB)/1, $0x72
+DATA ars<>+29(SB)/1, $0x72
+DATA ars<>+30(SB)/1, $0x72
+DATA ars<>+31(SB)/1, $0x72
+GLOBL ars<>(SB), RODATA|NOPTR, $32
+
+DATA controls<>+0(SB)/1, $0x1f
+DATA controls<>+1(SB)/1, $0x1f
+DATA controls<>+2(SB)/1, $0x1f
+DATA controls<>+3(SB)/1, $0x1f
+DATA controls<>+4(SB)/1, $0x1f
+DATA controls<>+5(SB)/1, $0x1f
+DATA controls<>+6(SB)/1, $0x1f
+DATA controls<>+7(SB)/1, $0x1f
+DATA controls<>+8(SB)/1, $0x1f
+DATA controls<>+9(SB)/1, $0x1f
+DATA controls<>+10(SB)/1, $0x1f
+DATA controls<>+11(SB)/1, $0x1f
+DATA controls<>+12(SB)/1, $0x1f
+DATA controls<>+13(SB)/1, $0x1f
+DATA controls<>+14(SB)/1, $0x1f
+DATA controls<>+15(SB)/1, $0x1f
+DATA controls<>+16(SB)/1, $0x1f
+DATA controls<>+17(SB)/1, $0x1f
+DATA controls<>+18(SB)/1, $0x1f
+DATA controls<>+19(SB)/1, $0x1f
+DATA controls<>+20(SB)/1, $0x1f
+DATA controls<>+21(SB)/1, $0x1f
+DATA controls<>+22(SB)/1, $0x1f
+DATA controls<>+23(SB)/1, $0x1f
+DATA controls<>+24(SB)/1, $0x1f
+DATA controls<>+25(SB)/1, $0x1f
+DATA controls<>+26(SB)/1, $0x1f
+DATA controls<>+27(SB)/1, $0x1f
+DATA controls<>+28(SB)/1, $0x1f
+DATA controls<>+29(SB)/1, $0x1f
+DATA controls<>+30(SB)/1, $0x1f
+DATA controls<>+31(SB)/1, $0x1f
+GLOBL controls<>(SB), RODATA|NOPTR, $32
+
 // func blocksAVX2(c *carry, buf []byte, base uint32, dst []uint32) int
 // Requires: AVX, AVX2, BMI, PCLMULQDQ, SSE2
-TEXT ·blocksAVX2(SB), NOSPLIT, $0-72
+TEXT ·blocksAVX2(SB), NOSPLIT, $8-72
 	MOVQ     c+0(FP), AX
 	MOVQ     (AX), CX
 	MOVQ     8(AX), DX
 	MOVQ     16(AX), BX
-	MOVQ     buf_base+8(FP), SI
-	MOVQ     buf_len+16(FP), DI
-	MOVL     base+32(FP), R8
-	MOVQ     dst_base+40(FP), R9
-	XORQ     R10, R10
+	MOVQ     c+0(FP), SI
+	MOVQ     buf_base+8(FP), DI
+	MOVQ     buf_len+16(FP), R8
+	MOVL     base+32(FP), R9
+	MOVQ     dst_base+40(FP), R10
+	XORQ     R11, R11
 	VMOVDQU  quotes<>+0(SB), Y0
 	VMOVDQU  backslashes<>+0(SB), Y1
 	VMOVDQU  spaces<>+0(SB), Y2
 	VMOVDQU  ops<>+0(SB), Y3
 	VMOVDQU  braces<>+0(SB), Y4
-	VPCMPEQB X5, X5, X5
+	VMOVDQU  shorts<>+0(SB), Y5
+	VMOVDQU  controls<>+0(SB), Y6
+	VPCMPEQB X7, X7, X7
 
 block:
-	CMPQ    DI, $0x40
+	CMPQ    R8, $0x40
 	JB      done
-	VMOVDQU (SI), Y6
-	VMOVDQU 32(SI), Y7
+	VMOVDQU (DI), Y8
+	VMOVDQU 32(DI), Y9
 
 	// quote &^= escapes(backslash)
-	VPCMPEQB  Y6, Y0, Y8
-	VPCMPEQB  Y7, Y0, Y9
-	VPMOVMSKB Y8, R11
-	VPMOVMSKB Y9, R12
-	SHLQ      $0x20, R12
-	ORQ       R12, R11
-	VPCMPEQB  Y6, Y1, Y8
-	VPCMPEQB  Y7, Y1, Y9
-	VPMOVMSKB Y8, R12
-	VPMOVMSKB Y9, R13
+	VPCMPEQB  Y8, Y0, Y10
+	VPCMPEQB  Y9, Y0, Y11
+	VPMOVMSKB Y10, R12
+	VPMOVMSKB Y11, R13
 	SHLQ      $0x20, R13
 	ORQ       R13, R12
-	ANDNQ     R12, DX, R12
-	MOVQ      R12, R13
-	SHLQ      $0x01, R13
-	ORQ       DX, R13
-	MOVQ      $0xaaaaaaaaaaaaaaaa, R14
-	ANDQ      R12, R14
-	ANDNQ     R14, R13, R14
-	MOVL      $0x00000000, DX
-	ADDQ      R12, R14
-	SETCS     DL
-	SHLQ      $0x01, R14
-	MOVQ      $0x5555555555555555, R12
-	XORQ      R12, R14
-	ANDQ      R13, R14
-	ANDNQ     R11, R14, R11
-
-	// in := prefixXOR(quote) ^ inString
-	MOVQ       R11, X8
-	VPCLMULQDQ $0x00, X5, X8, X8
-	MOVQ       X8, R12
-	XORQ       CX, R12
-	MOVQ       R12, CX
-	SARQ       $0x3f, CX
-	MOVQ       R12, R13
-	ORQ        R11, R13
-	NOTQ       R13
-	ANDQ       R12, R11
-
-	// operators outside strings, and the starts of scalars
-	VPSHUFB   Y6, Y3, Y8
-	VPCMPEQB  Y6, Y8, Y8
-	VPSHUFB   Y6, Y4, Y9
-	VPCMPEQB  Y6, Y9, Y9
-	VPOR      Y9, Y8, Y8
-	VPSHUFB   Y7, Y3, Y9
-	VPCMPEQB  Y7, Y9, Y9
-	VPSHUFB   Y7, Y4, Y10
-	VPCMPEQB  Y7, Y10, Y10
-	VPOR      Y10, Y9, Y9
-	VPMOVMSKB Y8, R12
-	VPMOVMSKB Y9, R14
+	VPCMPEQB  Y8, Y1, Y10
+	VPCMPEQB  Y9, Y1, Y11
+	VPMOVMSKB Y10, R13
+	VPMOVMSKB Y11, R14
 	SHLQ      $0x20, R14
-	ORQ       R14, R12
-	ANDQ      R13, R12
-	VPSHUFB   Y6, Y2, Y8
-	VPCMPEQB  Y6, Y8, Y8
-	VPSHUFB   Y7, Y2, Y6
-	VPCMPEQB  Y7, Y6, Y6
-	VPMOVMSKB Y8, R14
-	VPMOVMSKB Y6, R15
-	SHLQ      $0x20, R15
-	ORQ       R15, R14
-	ORQ       R12, R14
-	ANDNQ     R13, R14, R13
+	ORQ       R14, R13
+	ANDNQ     R13, DX, R13
 	MOVQ      R13, R14
 	SHLQ      $0x01, R14
-	ORQ       BX, R14
-	MOVQ      R13, BX
+	ORQ       DX, R14
+	MOVQ      $0xaaaaaaaaaaaaaaaa, R15
+	ANDQ      R13, R15
+	ANDNQ     R15, R14, R15
+	MOVL      $0x00000000, DX
+	ADDQ      R13, R15
+	SETCS     DL
+	SHLQ      $0x01, R15
+	MOVQ      $0x5555555555555555, R13
+	XORQ      R13, R15
+	ANDQ      R14, R15
+	ANDNQ     R12, R15, R12
+
+	// unusual |= escaped &^ short
+	VPSHUFB   Y8, Y5, Y10
+	VPCMPEQB  Y8, Y10, Y10
+	VPCMPEQB  bees<>+0(SB), Y8, Y11
+	VPOR      Y11, Y10, Y10
+	VPCMPEQB  ars<>+0(SB), Y8, Y11
+	VPOR      Y11, Y10, Y10
+	VPSHUFB   Y9, Y5, Y11
+	VPCMPEQB  Y9, Y11, Y11
+	VPCMPEQB  bees<>+0(SB), Y9, Y12
+	VPOR      Y12, Y11, Y11
+	VPCMPEQB  ars<>+0(SB), Y9, Y12
+	VPOR      Y12, Y11, Y11
+	VPMOVMSKB Y10, R13
+	VPMOVMSKB Y11, R14
+	SHLQ      $0x20, R14
+	ORQ       R14, R13
+	ANDNQ     R15, R13, R13
+	ORQ       R13, 32(SI)
+
+	// in := prefixXOR(quote) ^ inString
+	MOVQ       R12, X10
+	VPCLMULQDQ $0x00, X7, X10, X10
+	MOVQ       X10, R13
+	XORQ       CX, R13
+	MOVQ       R13, CX
+	SARQ       $0x3f, CX
+	MOVQ       R13, R14
+	ORQ        R12, R14
+	NOTQ       R14
+	ANDQ       R13, R12
+
+	// rich |= (backslash | control | high) & in; unusual |= control & in
+	VPMINUB   Y6, Y8, Y10
+	VPCMPEQB  Y8, Y10, Y10
+	VPMINUB   Y6, Y9, Y11
+	VPCMPEQB  Y9, Y11, Y11
+	VPMOVMSKB Y10, R15
+	VPMOVMSKB Y11, BP
+	SHLQ      $0x20, BP
+	ORQ       BP, R15
+	ANDQ      R13, R15
+	ORQ       R15, 32(SI)
+	VPMINUB   Y6, Y8, Y10
+	VPCMPEQB  Y8, Y10, Y10
+	VPCMPEQB  Y8, Y1, Y11
+	VPOR      Y11, Y10, Y10
+	VPOR      Y8, Y10, Y10
+	VPMINUB   Y6, Y9, Y11
+	VPCMPEQB  Y9, Y11, Y11
+	VPCMPEQB  Y9, Y1, Y12
+	VPOR      Y12, Y11, Y11
+	VPOR      Y9, Y11, Y11
+	VPMOVMSKB Y10, R15
+	VPMOVMSKB Y11, BP
+	SHLQ      $0x20, BP
+	ORQ       BP, R15
+	ANDQ      R13, R15
+	ORQ       R15, 24(SI)
+
+	// operators outside strings, and the starts of scalars
+	VPSHUFB   Y8, Y3, Y10
+	VPCMPEQB  Y8, Y10, Y10
+	VPSHUFB   Y8, Y4, Y11
+	VPCMPEQB  Y8, Y11, Y11
+	VPOR      Y11, Y10, Y10
+	VPSHUFB   Y9, Y3, Y11
+	VPCMPEQB  Y9, Y11, Y11
+	VPSHUFB   Y9, Y4, Y12
+	VPCMPEQB  Y9, Y12, Y12
+	VPOR      Y12, Y11, Y11
+	VPMOVMSKB Y10, R13
+	VPMOVMSKB Y11, R15
+	SHLQ      $0x20, R15
+	ORQ       R15, R13
+	ANDQ      R14, R13
+	VPSHUFB   Y8, Y2, Y10
+	VPCMPEQB  Y8, Y10, Y10
+	VPSHUFB   Y9, Y2, Y8
+	VPCMPEQB  Y9, Y8, Y8
+	VPMOVMSKB Y10, R15
+	VPMOVMSKB Y8, BP
+	SHLQ      $0x20, BP
+	ORQ       BP, R15
+	ORQ       R13, R15
+	ANDNQ     R14, R15, R14
+	MOVQ      R14, R15
+	SHLQ      $0x01, R15
+	ORQ       BX, R15
+	MOVQ      R14, BX
 	SHRQ      $0x3f, BX
-	ANDNQ     R13, R14, R13
-	ORQ       R12, R13
-	ORQ       R11, R13
+	ANDNQ     R14, R15, R14
+	ORQ       R13, R14
+	ORQ       R12, R14
 
 	// append the positions
-	TESTQ R13, R13
+	TESTQ R14, R14
 	JZ    next
 
 bit:
-	TZCNTQ R13, R11
-	ADDL   R8, R11
-	MOVL   R11, (R9)(R10*4)
-	INCQ   R10
-	BLSRQ  R13, R13
+	TZCNTQ R14, R12
+	ADDL   R9, R12
+	MOVL   R12, (R10)(R11*4)
+	INCQ   R11
+	BLSRQ  R14, R14
 	JNZ    bit
 
 next:
-	ADDQ $0x40, SI
-	SUBQ $0x40, DI
-	ADDL $0x40, R8
+	ADDQ $0x40, DI
+	SUBQ $0x40, R8
+	ADDL $0x40, R9
 	JMP  block
 
 done:
 	MOVQ CX, (AX)
 	MOVQ DX, 8(AX)
 	MOVQ BX, 16(AX)
-	MOVQ R10, ret+64(FP)
+	MOVQ R11, ret+64(FP)
 	VZEROUPPER
 	RET

@@ -12,19 +12,30 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unsafe"
 )
 
-// reference is the oracle: the contract of the package comment, one byte
-// at a time.
-func reference(buf []byte) ([]uint32, error) {
+// reference is the oracle: the contract of the package comment and of
+// Summary, one byte at a time.
+func reference(buf []byte) ([]uint32, Summary, error) {
 	var out []uint32
+	sum := Summary{Plain: true, Simple: true}
 	inString, escapeNext, inScalar := false, false, false
 	for i, c := range buf {
 		escaped := escapeNext
 		escapeNext = c == '\\' && !escaped
 		quote := c == '"' && !escaped
+		if escaped && strings.IndexByte(`"\/bfnrt`, c) < 0 {
+			sum.Simple = false
+		}
 		switch {
 		case inString:
+			if c == '\\' || c < 0x20 || c >= 0x80 {
+				sum.Plain = false
+			}
+			if c < 0x20 {
+				sum.Simple = false
+			}
 			inString = !quote
 		case quote:
 			out = append(out, uint32(i))
@@ -41,36 +52,46 @@ func reference(buf []byte) ([]uint32, error) {
 			inScalar = true
 		}
 	}
-	if inString {
-		return out, &UnterminatedError{Offset: int(out[len(out)-1])}
+	if escapeNext {
+		sum.Simple = false // an escape cut short
 	}
-	return out, nil
+	if inString {
+		return out, sum, &UnterminatedError{Offset: int(out[len(out)-1])}
+	}
+	return out, sum, nil
 }
 
 type builder struct {
-	name string
-	avx2 bool
+	name     string
+	portable bool
 }
 
 // builders are those this machine runs: the portable one, and the AVX2 one
 // where the CPU has its features and the build is not purego.
 func builders(t testing.TB) []builder {
-	bs := []builder{{"go", false}}
+	bs := []builder{{"go", true}}
 	if useAVX2 {
-		bs = append(bs, builder{"avx2", true})
+		bs = append(bs, builder{"avx2", false})
 	} else {
 		t.Log("the AVX2 builder is not tested: not in this build, or the CPU lacks AVX2, PCLMULQDQ or BMI1")
 	}
 	return bs
 }
 
-// check compares every builder with the reference on buf.
+// index is Index with the builder b.
+func (b builder) index(dst []uint32, buf []byte) ([]uint32, Summary, error) {
+	s := Scanner{portable: b.portable}
+	return s.Last(dst, buf, 0)
+}
+
+// check compares every builder with the reference on buf, scanned whole
+// and in two parts split at each block boundary.
 func check(t testing.TB, buf []byte) {
 	t.Helper()
-	want, wantErr := reference(buf)
+	want, wantSum, wantErr := reference(buf)
 	for _, b := range builders(t) {
 		// A non-empty dst: positions are appended after what it holds.
-		got, err := index([]uint32{7}, buf, b.avx2)
+		got, sum, err := b.index([]uint32{7}, buf)
 		if got[0] != 7 {
 			t.Fatalf("%s: %q: dst[0] overwritten", b.name, buf)
 		}
@@ -80,7 +101,31 @@ func check(t testing.TB, buf []byte) {
 		if !reflect.DeepEqual(err, wantErr) {
 			t.Fatalf("%s: %q: error %v, want %v", b.name, buf, err, wantErr)
 		}
+		if sum != wantSum {
+			t.Fatalf("%s: %q: summary %+v, want %+v", b.name, buf, sum, wantSum)
+		}
+		for _, split := range splits(len(buf)) {
+			s := Scanner{portable: b.portable}
+			got, sum1 := s.Scan(nil, buf[:split], 0)
+			got, sum2, err := s.Last(got, buf[split:], uint32(split))
+			sum := Summary{Plain: sum1.Plain && sum2.Plain, Simple: sum1.Simple && sum2.Simple}
+			if !slices.Equal(got, want) || !reflect.DeepEqual(err, wantErr) || sum != wantSum {
+				t.Fatalf("%s: %q split at %d:\n got %v %+v %v\nwant %v %+v %v", b.name, buf, split, got, sum, err, want, wantSum, wantErr)
+			}
+		}
 	}
+}
+
+// splits are the block boundaries at which check splits an input of n
+// bytes: all of them in a short input, some in a long one.
+func splits(n int) []int {
+	var at []int
+	for split := 64; split < n; split += 64 {
+		if n <= 1024 || split <= 256 || split >= n-256 || split == n/2&^63 {
+			at = append(at, split)
+		}
+	}
+	return at
 }
 
 func TestCases(t *testing.T) {
@@ -110,7 +155,7 @@ func TestCases(t *testing.T) {
 		{in: `[[[[{}]]]]`, want: []uint32{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}},
 		{in: `-0.1e+5,`, want: []uint32{0, 7}},
 	} {
-		got, err := index(nil, []byte(tc.in), false)
+		got, _, err := builder{"go", true}.index(nil, []byte(tc.in))
 		if tc.want != nil && !slices.Equal(got, tc.want) {
 			t.Errorf("%q: %v, want %v", tc.in, got, tc.want)
 		}
@@ -252,7 +297,7 @@ func fuzzCorpus(t *testing.T, dir string) [][]byte {
 func TestChoice(t *testing.T) {
 	buf := []byte(`{"a":["b\\",1]}`)
 	got, err := Index(nil, buf)
-	want, _ := reference(buf)
+	want, _, _ := reference(buf)
 	if err != nil || !slices.Equal(got, want) {
 		t.Fatalf("Index: %v %v, want %v", got, err, want)
 	}
@@ -281,4 +326,13 @@ func FuzzIndex(f *testing.F) {
 		check(t, buf)
 		check(t, append(bytes.Repeat([]byte{'\\'}, int(shift%64)), buf...))
 	})
+}
+
+// TestCarryLayout checks the offsets of carry's fields that the assembly
+// adds to in memory (richOffset and unusualOffset in _asm/gen.go).
+func TestCarryLayout(t *testing.T) {
+	var c carry
+	if r, u := unsafe.Offsetof(c.rich), unsafe.Offsetof(c.unusual); r != 24 || u != 32 {
+		t.Fatalf("carry.rich at %d, carry.unusual at %d: change _asm/gen.go's offsets to match and run make generate-asm", r, u)
+	}
 }

@@ -21,6 +21,12 @@ func StringStops(w uint64) uint64 {
 	return (zeroQuote | zeroBackslash | control) & highs
 }
 
+// Control marks with its high bit each byte of w below 0x20, exactly.
+func Control(w uint64) uint64 {
+	// The low 7 bits plus 0x60 reach 0x80 from 0x20 up, and cannot carry.
+	return ^((w&^highs + ones*0x60) | w) & highs
+}
+
 // NonASCII marks with its high bit each byte of w that is not ASCII.
 func NonASCII(w uint64) uint64 { return w & highs }
 

@@ -80,3 +80,28 @@ func TestMatch(t *testing.T) {
 		}
 	}
 }
+
+// TestControl puts every byte at every place beside every other byte:
+// every mark is exact.
+func TestControl(t *testing.T) {
+	var w [8]byte
+	for at := range 8 {
+		for c := range 256 {
+			for other := range 256 {
+				for i := range w {
+					w[i] = byte(other)
+				}
+				w[at] = byte(c)
+				var want uint64
+				for i, b := range w {
+					if b < 0x20 {
+						want |= 0x80 << (8 * i)
+					}
+				}
+				if m := Control(binary.LittleEndian.Uint64(w[:])); m != want {
+					t.Fatalf("Control(%q) = %#x, want %#x", w, m, want)
+				}
+			}
+		}
+	}
+}

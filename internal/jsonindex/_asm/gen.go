@@ -21,6 +21,13 @@ import (
 
 const even = 0x5555555555555555
 
+// The offsets of carry's fields rich and unusual, which jsonindex's
+// TestCarryLayout checks.
+const (
+	richOffset    = 24
+	unusualOffset = 32
+)
+
 func main() {
 	Package("github.com/evalmeter/evalmeter/internal/jsonindex")
 	ConstraintExpr("!purego")
@@ -33,6 +40,12 @@ func main() {
 	space := table("spaces", map[byte]byte{0x0: ' ', 0x9: '\t', 0xa: '\n', 0xd: '\r'})
 	ops := table("ops", map[byte]byte{0xa: ':', 0xb: '[', 0xc: ',', 0xd: ']'})
 	braces := table("braces", map[byte]byte{0xb: '{', 0xd: '}'})
+	// What a two-byte escape may escape: " \ / b f n r t. b and r share
+	// their low nibble with '"', so they are compared on their own.
+	shorts := table("shorts", map[byte]byte{0x2: '"', 0x4: 't', 0x6: 'f', 0xc: '\\', 0xe: 'n', 0xf: '/'})
+	bees := splat("bees", 'b')
+	ars := splat("ars", 'r')
+	controls := splat("controls", 0x1f) // the largest control character
 
 	TEXT("blocksAVX2", NOSPLIT, "func(c *carry, buf []byte, base uint32, dst []uint32) int")
 	Doc("blocksAVX2 is the AVX2 builder (see blocksFunc): carry.structurals, a block at a time.")
@@ -42,6 +55,10 @@ func main() {
 	inString := Load(c.Field("inString"), GP64()).(GPVirtual)
 	escaped := Load(c.Field("escaped"), GP64()).(GPVirtual)
 	scalarCarry := Load(c.Field("scalar"), GP64())
+	// rich and unusual are added to in memory: registers are short.
+	cp := Load(Param("c"), GP64())
+	rich := Mem{Base: cp, Disp: richOffset}
+	unusual := Mem{Base: cp, Disp: unusualOffset}
 	p := Load(Param("buf").Base(), GP64())
 	left := Load(Param("buf").Len(), GP64())
 	pos := Load(Param("base"), GP32())
@@ -49,12 +66,14 @@ func main() {
 	n := GP64()
 	XORQ(n, n)
 
-	Yquote, Ybackslash, Yspace, Yops, Ybraces := YMM(), YMM(), YMM(), YMM(), YMM()
+	Yquote, Ybackslash, Yspace, Yops, Ybraces, Yshorts, Ycontrols := YMM(), YMM(), YMM(), YMM(), YMM(), YMM(), YMM()
 	VMOVDQU(quote, Yquote)
 	VMOVDQU(backslash, Ybackslash)
 	VMOVDQU(space, Yspace)
 	VMOVDQU(ops, Yops)
 	VMOVDQU(braces, Ybraces)
+	VMOVDQU(shorts, Yshorts)
+	VMOVDQU(controls, Ycontrols)
 	ones := XMM() // the carry-less multiplier whose product is the prefix XOR
 	VPCMPEQB(ones, ones, ones)
 
@@ -86,6 +105,18 @@ func main() {
 	XORQ(evens, odd)
 	ANDQ(follows, odd)
 	ANDNQ(q, odd, q) // q = q &^ escaped bytes
+	Comment("unusual |= escaped &^ short")
+	short := mask(lo, hi, func(x, t VecVirtual) {
+		u := YMM()
+		VPSHUFB(x, Yshorts, t)
+		VPCMPEQB(x, t, t)
+		VPCMPEQB(bees, x, u)
+		VPOR(u, t, t)
+		VPCMPEQB(ars, x, u)
+		VPOR(u, t, t)
+	})
+	ANDNQ(odd, short, short)
+	ORQ(short, unusual)
 
 	Comment("in := prefixXOR(quote) ^ inString")
 	xq := XMM()
@@ -101,6 +132,24 @@ func main() {
 	ORQ(q, outside)
 	NOTQ(outside)
 	ANDQ(in, q) // opening quotes
+
+	Comment("rich |= (backslash | control | high) & in; unusual |= control & in")
+	ctl := mask(lo, hi, func(x, t VecVirtual) {
+		VPMINUB(Ycontrols, x, t)
+		VPCMPEQB(x, t, t)
+	})
+	ANDQ(in, ctl)
+	ORQ(ctl, unusual)
+	odd8 := mask(lo, hi, func(x, t VecVirtual) {
+		u := YMM()
+		VPMINUB(Ycontrols, x, t)
+		VPCMPEQB(x, t, t)
+		VPCMPEQB(x, Ybackslash, u)
+		VPOR(u, t, t)
+		VPOR(x, t, t) // the high bit of a byte of 0x80 and more
+	})
+	ANDQ(in, odd8)
+	ORQ(odd8, rich)
 
 	Comment("operators outside strings, and the starts of scalars")
 	op := mask(lo, hi, func(x, t VecVirtual) {
@@ -159,11 +208,15 @@ func main() {
 }
 
 // mask returns in a register the 64-bit mask of the bytes of lo and hi
-// (a block's halves) for which f sets the byte of t.
+// (a block's halves) for which f sets the byte of t, or of their high bits
+// when f is nil.
 func mask(lo, hi VecVirtual, f func(x, t VecVirtual)) GPVirtual {
-	tlo, thi := YMM(), YMM()
-	f(lo, tlo)
-	f(hi, thi)
+	tlo, thi := lo, hi
+	if f != nil {
+		tlo, thi = YMM(), YMM()
+		f(lo, tlo)
+		f(hi, thi)
+	}
 	m, h := GP64(), GP64()
 	VPMOVMSKB(tlo, m.As32())
 	VPMOVMSKB(thi, h.As32())
