@@ -51,9 +51,9 @@ func (p *parser) start() {
 
 // step moves p.pos to the next position, or to the end of the body.
 func (p *parser) step() {
-	p.cur++
-	if p.cur < len(p.idx) {
-		p.pos = int(p.idx[p.cur])
+	if c := p.cur + 1; c < len(p.idx) {
+		p.cur = c
+		p.pos = int(p.idx[c])
 		return
 	}
 	p.stepWindow()
@@ -66,6 +66,7 @@ func (p *parser) stepWindow() {
 			return
 		}
 	}
+	p.cur = len(p.idx)
 	p.pos = len(p.data)
 }
 
@@ -312,18 +313,23 @@ func (p *parser) literal(lit string) error {
 // position, and nothing in it needs checking. Elsewhere plain ASCII runs
 // are scanned 8 bytes at a time.
 func (p *parser) readString() ([]byte, error) {
-	d := p.data
-	if p.plain && p.cur+1 < len(p.idx) && int(p.idx[p.cur]) == p.pos {
-		next := int(p.idx[p.cur+1])
+	if c := p.cur + 1; p.plain && c < len(p.idx) {
+		next := int(p.idx[c])
 		end := next - 1
-		for d[end] != '"' { // white space after the closing quote
+		for p.data[end] != '"' { // white space after the closing quote
 			end--
 		}
-		s := d[p.pos+1 : end]
-		p.cur++
+		s := p.data[p.pos+1 : end]
+		p.cur = c
 		p.pos = next
 		return s, nil
 	}
+	return p.readStringBytes()
+}
+
+// readStringBytes is readString where the index cannot tell where the string ends.
+func (p *parser) readStringBytes() ([]byte, error) {
+	d := p.data
 	start := p.pos + 1
 	i := start
 	for ; i+8 <= len(d); i += 8 {
