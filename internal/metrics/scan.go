@@ -3,6 +3,7 @@ package metrics
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"math/bits"
 	"unicode/utf8"
 
@@ -35,38 +36,44 @@ const window = 4096
 // cursor walks the structural positions of the body.
 type cursor struct {
 	scanner jsonindex.Scanner
-	idx     []uint32 // the positions of the window being walked
+	idx     []uint32 // the positions of the window being walked, then endOfWindow
 	cur     int      // idx[cur] is p.pos
 	indexed int      // data[:indexed] is indexed
 	last    bool     // the window is the body's last
 	plain   bool     // the window's strings are plain (jsonindex.Summary)
 }
 
+// endOfWindow follows a window's positions: no offset of a body under
+// 4 GiB is as large, so step tells it from a position with no bounds of
+// its own.
+const endOfWindow = math.MaxUint32
+
 // start indexes the first window and moves to its first position.
 func (p *parser) start() {
-	p.idx = make([]uint32, 0, window+64) // the last window is padded to a block
+	p.idx = make([]uint32, 1, window+64+1) // the last window is padded to a block
+	p.idx[0] = endOfWindow
 	p.cur = -1
 	p.step()
 }
 
 // step moves p.pos to the next position, or to the end of the body.
 func (p *parser) step() {
-	if c := p.cur + 1; c < len(p.idx) {
-		p.cur = c
-		p.pos = int(p.idx[c])
-		return
+	p.cur++
+	if p.pos = int(p.idx[p.cur]); p.pos == endOfWindow {
+		p.stepWindow()
 	}
-	p.stepWindow()
 }
 
 func (p *parser) stepWindow() {
 	for p.nextWindow() {
-		if len(p.idx) > 0 {
+		if p.idx[0] != endOfWindow {
 			p.pos = int(p.idx[0])
 			return
 		}
 	}
-	p.cur = len(p.idx)
+	// The end of the body: step comes back here.
+	p.idx = append(p.idx[:0], endOfWindow)
+	p.cur = -1
 	p.pos = len(p.data)
 }
 
@@ -87,6 +94,7 @@ func (p *parser) nextWindow() bool {
 		p.indexed = len(p.data)
 		p.last = true
 	}
+	p.idx = append(p.idx, endOfWindow)
 	p.cur = 0
 	p.plain = sum.Plain
 	return true
@@ -97,14 +105,15 @@ func (p *parser) nextWindow() bool {
 // white space between its closing quote and the next one.
 func (p *parser) seek(at int) {
 	for {
-		for ; p.cur < len(p.idx); p.cur++ {
-			if int(p.idx[p.cur]) >= at {
-				p.pos = int(p.idx[p.cur])
-				return
-			}
+		for int(p.idx[p.cur]) < at {
+			p.cur++
+		}
+		if p.idx[p.cur] != endOfWindow {
+			p.pos = int(p.idx[p.cur])
+			return
 		}
 		if !p.nextWindow() {
-			p.pos = len(p.data)
+			p.stepWindow() // to the end of the body
 			return
 		}
 	}
@@ -313,15 +322,14 @@ func (p *parser) literal(lit string) error {
 // position, and nothing in it needs checking. Elsewhere plain ASCII runs
 // are scanned 8 bytes at a time.
 func (p *parser) readString() ([]byte, error) {
-	if c := p.cur + 1; p.plain && c < len(p.idx) {
-		next := int(p.idx[c])
-		end := next - 1
+	if next := p.idx[p.cur+1]; p.plain && next != endOfWindow {
+		end := int(next) - 1
 		for p.data[end] != '"' { // white space after the closing quote
 			end--
 		}
 		s := p.data[p.pos+1 : end]
-		p.cur = c
-		p.pos = next
+		p.cur++
+		p.pos = int(next)
 		return s, nil
 	}
 	return p.readStringBytes()
