@@ -111,13 +111,20 @@ stats-vectors: ## Regenerate stats/testdata/compare-vectors.json with hack/stats
 	python3 hack/stats/vectors.py > stats/testdata/compare-vectors.json
 
 .PHONY: bench
-bench: $(LOCALBIN) ## Benchmark the engine beside JSON validators (encoding/json, sonic, go-json, simdjson-go) and SHA-256 on a 130 KB request; print the ratios.
-	$(GO) test -run '^$$' -bench '^BenchmarkCompute$$' -benchmem -count $(BENCHCOUNT) ./internal/metrics | tee $(LOCALBIN)/bench-engine.txt
+bench: $(LOCALBIN) ## Benchmark the engine beside JSON validators (encoding/json, sonic, go-json, simdjson-go) and SHA-256 on a 130 KB request and on compact 10, 130 and 256 KB bodies; print the ratios.
+	$(GO) test -run '^$$' -bench '^BenchmarkCompute(Sizes)?$$' -benchmem -count $(BENCHCOUNT) ./internal/metrics | tee $(LOCALBIN)/bench-engine.txt
+	status=0; \
 	$(GO) run ./hack/bench/benchratio -target Compute/engine -max-allocs 100 \
 		-baseline 'Compute/json.Valid<=0.6' -baseline 'Compute/sonic.Valid<=2.5' -baseline 'Compute/json.Unmarshal-map<=0.5' \
 		-baseline Compute/go-json.Valid -baseline Compute/sha256 \
 		$$(grep -q '^BenchmarkCompute/simdjson.Parse' $(LOCALBIN)/bench-engine.txt && echo -baseline Compute/simdjson.Parse) \
-		$(LOCALBIN)/bench-engine.txt
+		$(LOCALBIN)/bench-engine.txt || status=1; \
+	for size in 10KB 130KB 256KB; do \
+		$(GO) run ./hack/bench/benchratio -target ComputeSizes/$$size/engine -max-allocs 100 \
+			-baseline "ComputeSizes/$$size/json.Valid<=0.6" -baseline "ComputeSizes/$$size/sonic.Valid<=2.5" -baseline ComputeSizes/$$size/sha256 \
+			$(LOCALBIN)/bench-engine.txt || status=1; \
+	done; \
+	exit $$status
 
 .PHONY: bench-index
 bench-index: $(LOCALBIN) ## Benchmark internal/jsonindex's builders (AVX2 where the CPU has it, portable Go) beside json.Valid on the 10, 130 and 256 KB bodies; print the ratios.

@@ -68,22 +68,31 @@ func benchBody(b *testing.B) []byte {
 }
 
 // BenchmarkComputeSizes measures the engine on compact bodies of about 10,
-// 130 and 256 KB (the limit), as the CLI writes them, to show how its cost
-// grows with the body.
+// 130 and 256 KB (the limit), as the CLI writes them, beside the baselines
+// of its targets on the same bytes: `make bench` prints the ratios.
 func BenchmarkComputeSizes(b *testing.B) {
 	for _, size := range benchbody.Sizes {
 		body := size.Body()
 		if len(body) > metrics.MaxBodyBytes {
 			b.Fatalf("%s body is %d bytes, over the limit", size.Name, len(body))
 		}
-		b.Run(size.Name, func(b *testing.B) {
-			b.SetBytes(int64(len(body)))
-			b.ReportAllocs()
-			for b.Loop() {
-				if m, err := metrics.Compute(body); err != nil || m.CaseCount != size.Cases {
-					b.Fatalf("Compute: %v", err)
+		run := func(name string, f func() bool) {
+			b.Run(size.Name+"/"+name, func(b *testing.B) {
+				b.SetBytes(int64(len(body)))
+				b.ReportAllocs()
+				for b.Loop() {
+					if !f() {
+						b.Fatalf("%s fails on the %s body", name, size.Name)
+					}
 				}
-			}
+			})
+		}
+		run("engine", func() bool {
+			m, err := metrics.Compute(body)
+			return err == nil && m.CaseCount == size.Cases
 		})
+		run("json.Valid", func() bool { return json.Valid(body) })
+		run("sonic.Valid", func() bool { return sonic.Valid(body) })
+		run("sha256", func() bool { return sha256.Sum256(body) != [sha256.Size]byte{} })
 	}
 }

@@ -228,9 +228,18 @@ func appendNumber(dst []byte, n number) []byte {
 	return dst
 }
 
-// decimalSum returns the double nearest to the exact sum of the shortest
-// decimals of ns, so that 0.1 + 0.2 is 0.3. ns must be non-negative.
-func decimalSum(ns []number) float64 {
+// A decimal is a number's shortest decimal alone, mant × 10^exp: what the
+// cost sum keeps of each cost, with no pointer for the collector to follow.
+type decimal struct {
+	mant uint64
+	exp  int32
+}
+
+func (n number) decimal() decimal { return decimal{n.mant, n.exp} }
+
+// decimalSum returns the double nearest to the exact sum of the decimals
+// ns, so that 0.1 + 0.2 is 0.3. ns must be non-negative.
+func decimalSum(ns []decimal) float64 {
 	scale := 0 // digits after the point needed to hold every term exactly
 	for _, n := range ns {
 		if n.mant != 0 && int(-n.exp) > scale {
@@ -260,7 +269,7 @@ func decimalSum(ns []number) float64 {
 
 // uintSum adds the terms scaled by 10^scale in a uint64, or reports false when
 // they do not fit.
-func uintSum(ns []number, scale int) (uint64, bool) {
+func uintSum(ns []decimal, scale int) (uint64, bool) {
 	var sum uint64
 	for _, n := range ns {
 		if n.mant == 0 {
