@@ -50,7 +50,9 @@ const endOfWindow = math.MaxUint32
 
 // start indexes the first window and moves to its first position.
 func (p *parser) start() {
-	p.idx = make([]uint32, 1, window+64+1) // the last window is padded to a block
+	// A window has at most a position a byte, and the last is padded to a
+	// whole block.
+	p.idx = make([]uint32, 1, min(window, len(p.data))+64+1)
 	p.idx[0] = endOfWindow
 	p.cur = -1
 	p.step()
