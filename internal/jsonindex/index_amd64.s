@@ -311,7 +311,7 @@ DATA controls<>+31(SB)/1, $0x1f
 GLOBL controls<>(SB), RODATA|NOPTR, $32
 
 // func blocksAVX2(c *carry, buf []byte, base uint32, dst []uint32) int
-// Requires: AVX, AVX2, BMI, PCLMULQDQ, SSE2
+// Requires: AVX, AVX2, BMI, PCLMULQDQ, POPCNT, SSE2
 TEXT ·blocksAVX2(SB), NOSPLIT, $8-72
 	MOVQ     c+0(FP), AX
 	MOVQ     (AX), CX
@@ -367,7 +367,9 @@ block:
 	ANDQ      R14, R15
 	ANDNQ     R12, R15, R12
 
-	// unusual |= escaped &^ short
+	// unusual |= escaped &^ short, where anything is escaped
+	TESTQ     R15, R15
+	JZ        strings
 	VPSHUFB   Y8, Y5, Y10
 	VPCMPEQB  Y8, Y10, Y10
 	VPCMPEQB  bees<>+0(SB), Y8, Y11
@@ -387,6 +389,7 @@ block:
 	ANDNQ     R15, R13, R13
 	ORQ       R13, 32(SI)
 
+strings:
 	// in := prefixXOR(quote) ^ inString
 	MOVQ       R12, X10
 	VPCLMULQDQ $0x00, X7, X10, X10
@@ -462,17 +465,51 @@ block:
 	ORQ       R13, R14
 	ORQ       R12, R14
 
-	// append the positions
-	TESTQ R14, R14
-	JZ    next
+	// append the positions, eight at a time: writing past the last is
+	// harmless (dst has room for 64 a block), and one branch for eight
+	// positions costs less than one for each
+	TESTQ   R14, R14
+	JZ      next
+	POPCNTQ R14, R12
+	ADDQ    R11, R12
 
-bit:
-	TZCNTQ R14, R12
-	ADDL   R9, R12
-	MOVL   R12, (R10)(R11*4)
-	INCQ   R11
+bits:
+	TZCNTQ R14, R13
+	ADDL   R9, R13
+	MOVL   R13, (R10)(R11*4)
 	BLSRQ  R14, R14
-	JNZ    bit
+	TZCNTQ R14, R13
+	ADDL   R9, R13
+	MOVL   R13, 4(R10)(R11*4)
+	BLSRQ  R14, R14
+	TZCNTQ R14, R13
+	ADDL   R9, R13
+	MOVL   R13, 8(R10)(R11*4)
+	BLSRQ  R14, R14
+	TZCNTQ R14, R13
+	ADDL   R9, R13
+	MOVL   R13, 12(R10)(R11*4)
+	BLSRQ  R14, R14
+	TZCNTQ R14, R13
+	ADDL   R9, R13
+	MOVL   R13, 16(R10)(R11*4)
+	BLSRQ  R14, R14
+	TZCNTQ R14, R13
+	ADDL   R9, R13
+	MOVL   R13, 20(R10)(R11*4)
+	BLSRQ  R14, R14
+	TZCNTQ R14, R13
+	ADDL   R9, R13
+	MOVL   R13, 24(R10)(R11*4)
+	BLSRQ  R14, R14
+	TZCNTQ R14, R13
+	ADDL   R9, R13
+	MOVL   R13, 28(R10)(R11*4)
+	BLSRQ  R14, R14
+	ADDQ   $0x08, R11
+	TESTQ  R14, R14
+	JNZ    bits
+	MOVQ   R12, R11
 
 next:
 	ADDQ $0x40, DI

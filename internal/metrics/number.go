@@ -105,7 +105,7 @@ func (p *parser) readNumber(n *number) error {
 		}
 		exp += e
 	}
-	p.pos = i
+	p.endScalar(i)
 	if lit {
 		n.lit = d[start:i]
 	}

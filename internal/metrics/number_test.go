@@ -13,6 +13,7 @@ import (
 func readNum(t *testing.T, lit string) number {
 	t.Helper()
 	p := parser{data: []byte(lit)}
+	p.start()
 	var n number
 	err := p.readNumber(&n)
 	if err != nil {

@@ -67,8 +67,9 @@ func Canonical(body []byte) ([]byte, error) {
 const hashChunk = 8 << 10
 
 type parser struct {
-	data  []byte
-	pos   int
+	data []byte
+	pos  int // the next structural position (see cursor)
+	cursor
 	depth int
 	err   *api.Error // first schema error
 	req   *Request
@@ -111,7 +112,10 @@ func (p *parser) parse() (*Request, error) {
 }
 
 func (p *parser) document() error {
-	p.skipSpace()
+	if uint64(len(p.data)) > math.MaxUint32 {
+		return p.syntaxErrorAt(0, "the body is 4 GiB or more")
+	}
+	p.start()
 	switch {
 	case p.pos == len(p.data):
 		return p.syntaxError("the body is empty; send a JSON object")
@@ -127,7 +131,6 @@ func (p *parser) document() error {
 		}
 		p.fail(api.CodeInvalidField, place{kase: -1, item: -1}, "the body must be a JSON object")
 	}
-	p.skipSpace()
 	if p.pos != len(p.data) {
 		return p.syntaxError("unexpected data after the JSON value")
 	}

@@ -3,35 +3,141 @@ package metrics
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"math/bits"
 	"unicode/utf8"
 
 	"github.com/evalmeter/evalmeter/api"
 
+	"github.com/evalmeter/evalmeter/internal/jsonindex"
 	"github.com/evalmeter/evalmeter/internal/swar"
 )
 
 // The JSON syntax under the parser: I-JSON (RFC 7493) read in place, with
 // no tokens and no copies of strings that have no escapes.
+//
+// The parser walks the structural positions of the body that package
+// jsonindex finds (docs/design.md, "The metrics engine"), a window of the
+// body at a time: p.pos is always the next position, so white space costs
+// nothing, and a string in a window whose strings are plain ends where the
+// next position begins, so its bytes are not read at all. The bytes of
+// numbers and literals, and of strings in other windows, are read one by
+// one as before, and the grammar is checked token by token: the index
+// validates nothing.
 
 // maxDepth bounds nesting, as encoding/json does, so that unknown members
 // cannot exhaust the stack.
 const maxDepth = 10000
+
+// window is how much of the body is indexed at a time: its positions fit
+// in a buffer of the parser's that is small and reused, whatever the body.
+const window = 4096
+
+// cursor walks the structural positions of the body.
+type cursor struct {
+	scanner jsonindex.Scanner
+	idx     []uint32 // the positions of the window being walked, then endOfWindow
+	cur     int      // idx[cur] is p.pos
+	indexed int      // data[:indexed] is indexed
+	last    bool     // the window is the body's last
+	plain   bool     // the window's strings are plain (jsonindex.Summary)
+}
+
+// endOfWindow follows a window's positions: no offset of a body under
+// 4 GiB is as large, so step tells it from a position with no bounds of
+// its own.
+const endOfWindow = math.MaxUint32
+
+// start indexes the first window and moves to its first position.
+func (p *parser) start() {
+	// A window has at most a position a byte, and the last is padded to a
+	// whole block.
+	p.idx = make([]uint32, 1, min(window, len(p.data))+64+1)
+	p.idx[0] = endOfWindow
+	p.cur = -1
+	p.step()
+}
+
+// step moves p.pos to the next position, or to the end of the body.
+func (p *parser) step() {
+	p.cur++
+	if p.pos = int(p.idx[p.cur]); p.pos == endOfWindow {
+		p.stepWindow()
+	}
+}
+
+func (p *parser) stepWindow() {
+	for p.nextWindow() {
+		if p.idx[0] != endOfWindow {
+			p.pos = int(p.idx[0])
+			return
+		}
+	}
+	// The end of the body: step comes back here.
+	p.idx = append(p.idx[:0], endOfWindow)
+	p.cur = -1
+	p.pos = len(p.data)
+}
+
+// nextWindow indexes the next window of the body, if any is left.
+func (p *parser) nextWindow() bool {
+	if p.last {
+		return false
+	}
+	from := p.indexed
+	var sum jsonindex.Summary
+	if to := from + window; to < len(p.data) {
+		p.idx, sum = p.scanner.Scan(p.idx[:0], p.data[from:to], uint32(from))
+		p.indexed = to
+	} else {
+		// An unterminated string is for readString to report, where it
+		// reports one in the bytes it reads.
+		p.idx, sum, _ = p.scanner.Last(p.idx[:0], p.data[from:], uint32(from))
+		p.indexed = len(p.data)
+		p.last = true
+	}
+	p.idx = append(p.idx, endOfWindow)
+	p.cur = 0
+	p.plain = sum.Plain
+	return true
+}
+
+// seek moves p.pos to the first position at or after offset at, after a
+// string read byte by byte: no position lies inside a string, and only
+// white space between its closing quote and the next one.
+func (p *parser) seek(at int) {
+	for {
+		for int(p.idx[p.cur]) < at {
+			p.cur++
+		}
+		if p.idx[p.cur] != endOfWindow {
+			p.pos = int(p.idx[p.cur])
+			return
+		}
+		if !p.nextWindow() {
+			p.stepWindow() // to the end of the body
+			return
+		}
+	}
+}
+
+// endScalar moves on from a number or a literal read up to end. A byte
+// that is not white space there, where no position is, cannot follow a
+// value: p.pos stays on it, for the caller to report.
+func (p *parser) endScalar(end int) {
+	p.step()
+	if end < p.pos && !isSpace(p.data[end]) {
+		p.pos = end
+	}
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
 func (p *parser) peek() byte {
 	if p.pos < len(p.data) {
 		return p.data[p.pos]
 	}
 	return 0
-}
-
-func (p *parser) skipSpace() {
-	const space = 1<<' ' | 1<<'\t' | 1<<'\n' | 1<<'\r'
-	d, i := p.data, p.pos
-	for i < len(d) && d[i] <= ' ' && space>>d[i]&1 != 0 {
-		i++
-	}
-	p.pos = i
 }
 
 // Objects are read as
@@ -60,12 +166,10 @@ func (p *parser) memberName() (name []byte, at int, err error) {
 	if name, err = p.readString(); err != nil {
 		return nil, 0, err
 	}
-	p.skipSpace()
 	if p.peek() != ':' {
 		return nil, 0, p.syntaxError("expected ':' after a member name")
 	}
-	p.pos++
-	p.skipSpace()
+	p.step()
 	return name, at, nil
 }
 
@@ -91,10 +195,9 @@ func (p *parser) begin(end byte) (bool, error) {
 	if p.depth > maxDepth {
 		return false, p.syntaxError(fmt.Sprintf("nesting deeper than %d levels", maxDepth))
 	}
-	p.pos++
-	p.skipSpace()
+	p.step()
 	if p.peek() == end {
-		p.pos++
+		p.step()
 		p.depth--
 		return false, nil
 	}
@@ -102,14 +205,12 @@ func (p *parser) begin(end byte) (bool, error) {
 }
 
 func (p *parser) next(end byte, msg string) (bool, error) {
-	p.skipSpace()
 	switch p.peek() {
 	case ',':
-		p.pos++
-		p.skipSpace()
+		p.step()
 		return true, nil
 	case end:
-		p.pos++
+		p.step()
 		p.depth--
 		return false, nil
 	}
@@ -212,16 +313,32 @@ func (p *parser) literal(lit string) error {
 	if len(p.data)-p.pos < len(lit) || string(p.data[p.pos:p.pos+len(lit)]) != lit {
 		return p.syntaxError("invalid literal; expected " + lit)
 	}
-	p.pos += len(lit)
+	p.endScalar(p.pos + len(lit))
 	return nil
 }
 
 // readString reads the string at p.pos. The value is a slice of the body
 // when the string has no escapes, a new slice otherwise.
 //
-// Plain ASCII runs are scanned 8 bytes at a time: this loop was the
-// engine's largest cost when it went byte by byte (see `make bench`).
+// In a plain window, the string ends at the last quote before the next
+// position, and nothing in it needs checking. Elsewhere plain ASCII runs
+// are scanned 8 bytes at a time.
 func (p *parser) readString() ([]byte, error) {
+	if next := p.idx[p.cur+1]; p.plain && next != endOfWindow {
+		end := int(next) - 1
+		for p.data[end] != '"' { // white space after the closing quote
+			end--
+		}
+		s := p.data[p.pos+1 : end]
+		p.cur++
+		p.pos = int(next)
+		return s, nil
+	}
+	return p.readStringBytes()
+}
+
+// readStringBytes is readString where the index cannot tell where the string ends.
+func (p *parser) readStringBytes() ([]byte, error) {
 	d := p.data
 	start := p.pos + 1
 	i := start
@@ -229,7 +346,7 @@ func (p *parser) readString() ([]byte, error) {
 		if m := stops(binary.LittleEndian.Uint64(d[i:])); m != 0 {
 			i += bits.TrailingZeros64(m) / 8
 			if d[i] == '"' {
-				p.pos = i + 1
+				p.seek(i + 1)
 				return d[start:i], nil
 			}
 			return p.readStringSlow(start, i)
@@ -251,7 +368,7 @@ func (p *parser) readStringSlow(start, i int) ([]byte, error) {
 	for i < len(d) {
 		switch c := d[i]; {
 		case c == '"':
-			p.pos = i + 1
+			p.seek(i + 1)
 			if out == nil {
 				return d[start:i], nil
 			}
