@@ -62,7 +62,7 @@ verify-asm: generate-asm ## Fail when internal/jsonindex's committed assembly or
 	@git diff --exit-code -- internal/jsonindex/index_amd64.s internal/jsonindex/index_amd64.go || { echo "internal/jsonindex's assembly is stale: run 'make generate-asm' and commit"; exit 1; }
 
 .PHONY: test
-test: verify-fmt vet verify-generated verify-asm unit fuzz ## Run every test: formatting, vet, generated files and assembly, unit and integration tests (race detector), fuzzing.
+test: verify-fmt vet verify-generated verify-asm unit test-purego fuzz ## Run every test: formatting, vet, generated files and assembly, unit and integration tests (race detector), the portable JSON index, fuzzing.
 
 .PHONY: unit
 unit: ## Run the unit and integration tests (real PostgreSQL, kube-apiserver and etcd) with the race detector and coverage.
@@ -76,6 +76,11 @@ unit: ## Run the unit and integration tests (real PostgreSQL, kube-apiserver and
 	@# The same for the release of make dist that ./ci's tests install (EVALMETER_TEST_RELEASE).
 	$(MAKE) -s dist DIST_DIR=$(LOCALBIN)/test-release PLATFORMS=$$($(GO) env GOOS)/$$($(GO) env GOARCH) VERSION=v0.0.0-test
 	EVALMETER_TEST_RELEASE=$(LOCALBIN)/test-release KUBEBUILDER_ASSETS="$$(hack/offline/envtest.sh)" $(GO) test -race -count=1 -coverprofile cover.out ./...
+
+.PHONY: test-purego
+test-purego: ## Run again, built with -tags purego (no assembly: internal/jsonindex's portable builder, as on a CPU without AVX2), the tests of every package whose build that tag changes: those that import internal/jsonindex.
+	hack/postgres.sh install
+	$(GO) test -tags purego -count=1 $$($(GO) list -f '{{.ImportPath}}{{range .Deps}} {{.}}{{end}}' ./... | awk '/internal\/jsonindex/ {print $$1}')
 
 .PHONY: envtest
 envtest: ## Build the kube-apiserver and etcd of envtest from source, once (cached in bin/k8s); print their directory.

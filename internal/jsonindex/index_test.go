@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -335,4 +337,38 @@ func TestCarryLayout(t *testing.T) {
 	if r, u := unsafe.Offsetof(c.rich), unsafe.Offsetof(c.unusual); r != 24 || u != 32 {
 		t.Fatalf("carry.rich at %d, carry.unusual at %d: change _asm/gen.go's offsets to match and run make generate-asm", r, u)
 	}
+}
+
+// TestSwitch runs this test binary again with GODEBUG=cpu.avx2=off, as
+// one would to rule the assembly out, and checks that the portable builder
+// is then chosen, and the AVX2 one otherwise where the build and the CPU
+// allow it.
+func TestSwitch(t *testing.T) {
+	if os.Getenv("JSONINDEX_REPORT_CHOICE") != "" {
+		fmt.Printf("useAVX2=%v\n", useAVX2)
+		return
+	}
+	choice := func(godebug string) string {
+		cmd := exec.Command(os.Args[0], "-test.run", "^TestSwitch$")
+		cmd.Env = append(os.Environ(), "JSONINDEX_REPORT_CHOICE=1", "GODEBUG="+godebug)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("GODEBUG=%s: %v\n%s", godebug, err, out)
+		}
+		for line := range strings.Lines(string(out)) {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "useAVX2="); ok {
+				return v
+			}
+		}
+		t.Fatalf("GODEBUG=%s: no choice reported:\n%s", godebug, out)
+		return ""
+	}
+	if got := choice("cpu.avx2=off"); got != "false" {
+		t.Errorf("with GODEBUG=cpu.avx2=off, useAVX2 = %s, want false", got)
+	}
+	want := strconv.FormatBool(useAVX2)
+	if got := choice(""); got != want {
+		t.Errorf("useAVX2 = %s in a new process, %s here", got, want)
+	}
+	t.Logf("this build and CPU take the AVX2 builder: %v", useAVX2)
 }
