@@ -16,14 +16,13 @@ import (
 // The JSON syntax under the parser: I-JSON (RFC 7493) read in place, with
 // no tokens and no copies of strings that have no escapes.
 //
-// The parser walks the structural positions of the body that package
-// jsonindex finds (docs/design.md, "The metrics engine"), a window of the
-// body at a time: p.pos is always the next position, so white space costs
-// nothing, and a string in a window whose strings are plain ends where the
-// next position begins, so its bytes are not read at all. The bytes of
-// numbers and literals, and of strings in other windows, are read one by
-// one as before, and the grammar is checked token by token: the index
-// validates nothing.
+// The parser walks the structural positions that package jsonindex finds
+// in the body, a window at a time (docs/design.md §5.1): p.pos is always
+// the next position, so white space costs nothing, and a string in a
+// window whose strings are plain ends before the next position, so its
+// bytes are not read. Numbers, literals and the strings of other windows
+// are read byte by byte, and the grammar is checked token by token: the
+// index validates nothing.
 
 // maxDepth bounds nesting, as encoding/json does, so that unknown members
 // cannot exhaust the stack.
