@@ -26,17 +26,17 @@ func appendCase(dst []byte, c *observation) []byte {
 	dst = appendPlain(dst, c.id)
 	if c.has&hasCost != 0 {
 		dst = append(dst, `,"cost":`...)
-		dst = appendNumber(dst, c.cost)
+		dst = appendNumber(dst, &c.cost)
 	}
 	if c.has&hasInput != 0 {
 		dst = append(dst, `,"input_tokens":`...)
-		dst = appendNumber(dst, c.input)
+		dst = appendNumber(dst, &c.input)
 	}
 	dst = append(dst, `,"latency_ms":`...)
-	dst = appendNumber(dst, c.latency)
+	dst = appendNumber(dst, &c.latency)
 	if c.has&hasOutput != 0 {
 		dst = append(dst, `,"output_tokens":`...)
-		dst = appendNumber(dst, c.output)
+		dst = appendNumber(dst, &c.output)
 	}
 	if c.has&hasRepeatGroup != 0 {
 		dst = append(dst, `,"repeat_group":`...)
@@ -61,9 +61,9 @@ func appendCase(dst []byte, c *observation) []byte {
 	}
 	if c.has&hasTrace != 0 {
 		dst = append(dst, `,"trace":{"expected_steps":`...)
-		dst = appendNumber(dst, c.expected)
+		dst = appendNumber(dst, &c.expected)
 		dst = append(dst, `,"observed_steps":`...)
-		dst = appendNumber(dst, c.observed)
+		dst = appendNumber(dst, &c.observed)
 		dst = append(dst, '}')
 	}
 	return append(dst, '}')

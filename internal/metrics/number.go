@@ -183,7 +183,7 @@ func fromFloat(f float64) number {
 
 // appendNumber appends n as ECMAScript's Number.prototype.toString does,
 // which is the number form of RFC 8785 §3.2.2.3.
-func appendNumber(dst []byte, n number) []byte {
+func appendNumber(dst []byte, n *number) []byte {
 	if n.lit != nil {
 		return append(dst, n.lit...)
 	}
