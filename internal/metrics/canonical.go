@@ -7,8 +7,8 @@ import "strconv"
 // plain byte order, fixed here by hand. Every string of a valid request is an
 // identifier or an enum, which JSON writes without escapes.
 
-// appendCase appends the canonical form of a valid case.
-func appendCase(dst []byte, c *observation) []byte {
+// appendCase appends the canonical form of a valid case read from body.
+func appendCase(dst, body []byte, c *observation) []byte {
 	dst = append(dst, '{')
 	if c.has&hasViolations != 0 {
 		dst = append(dst, `"boundary_violations":[`...)
@@ -26,17 +26,17 @@ func appendCase(dst []byte, c *observation) []byte {
 	dst = appendPlain(dst, c.id)
 	if c.has&hasCost != 0 {
 		dst = append(dst, `,"cost":`...)
-		dst = appendNumber(dst, &c.cost)
+		dst = appendNumber(dst, body, &c.cost)
 	}
 	if c.has&hasInput != 0 {
 		dst = append(dst, `,"input_tokens":`...)
-		dst = appendNumber(dst, &c.input)
+		dst = appendNumber(dst, body, &c.input)
 	}
 	dst = append(dst, `,"latency_ms":`...)
-	dst = appendNumber(dst, &c.latency)
+	dst = appendNumber(dst, body, &c.latency)
 	if c.has&hasOutput != 0 {
 		dst = append(dst, `,"output_tokens":`...)
-		dst = appendNumber(dst, &c.output)
+		dst = appendNumber(dst, body, &c.output)
 	}
 	if c.has&hasRepeatGroup != 0 {
 		dst = append(dst, `,"repeat_group":`...)
@@ -61,9 +61,9 @@ func appendCase(dst []byte, c *observation) []byte {
 	}
 	if c.has&hasTrace != 0 {
 		dst = append(dst, `,"trace":{"expected_steps":`...)
-		dst = appendNumber(dst, &c.expected)
+		dst = appendNumber(dst, body, &c.expected)
 		dst = append(dst, `,"observed_steps":`...)
-		dst = appendNumber(dst, &c.observed)
+		dst = appendNumber(dst, body, &c.observed)
 		dst = append(dst, '}')
 	}
 	return append(dst, '}')

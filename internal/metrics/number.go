@@ -16,7 +16,10 @@ type number struct {
 	mant uint64 // 0 for ±0
 	exp  int32
 	neg  bool
-	lit  []byte // the literal, when it is already the canonical form
+	// lit is the literal's place in the body, when it is already the
+	// canonical form (litEnd > 0): offsets, not a slice, so that a number
+	// holds no pointer and storing one costs no write barrier.
+	litStart, litEnd uint32
 }
 
 // maxExactDigits is the count of significant decimal digits that always
@@ -107,7 +110,7 @@ func (p *parser) readNumber(n *number) error {
 	}
 	p.endScalar(i)
 	if lit {
-		n.lit = d[start:i]
+		n.litStart, n.litEnd = uint32(start), uint32(i)
 	}
 
 	if mant == 0 {
@@ -181,11 +184,11 @@ func fromFloat(f float64) number {
 	return n
 }
 
-// appendNumber appends n as ECMAScript's Number.prototype.toString does,
+// appendNumber appends n, read from body, as ECMAScript's Number.prototype.toString does,
 // which is the number form of RFC 8785 §3.2.2.3.
-func appendNumber(dst []byte, n *number) []byte {
-	if n.lit != nil {
-		return append(dst, n.lit...)
+func appendNumber(dst, body []byte, n *number) []byte {
+	if n.litEnd > 0 {
+		return append(dst, body[n.litStart:n.litEnd]...)
 	}
 	if n.mant == 0 {
 		return append(dst, '0') // also for -0

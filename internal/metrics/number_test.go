@@ -62,7 +62,7 @@ func TestReadNumber(t *testing.T) {
 		if math.IsInf(n.f, 0) {
 			continue
 		}
-		if got := string(appendNumber(nil, &n)); got != tt.canonical {
+		if got := string(appendNumber(nil, []byte(tt.lit), &n)); got != tt.canonical {
 			t.Errorf("canonical(%q) = %s, want %s", tt.lit, got, tt.canonical)
 		}
 	}
@@ -81,7 +81,7 @@ func TestNumberFormsAgree(t *testing.T) {
 		if err != nil {
 			t.Fatalf("jcs.NumberToJSON(%v): %v", f, err)
 		}
-		if got := string(appendNumber(nil, ptr(fromFloat(f)))); got != want {
+		if got := string(appendNumber(nil, nil, ptr(fromFloat(f)))); got != want {
 			t.Fatalf("appendNumber(fromFloat(%v)) = %s, jcs says %s", f, got, want)
 		}
 		for _, lit := range []string{
@@ -94,7 +94,7 @@ func TestNumberFormsAgree(t *testing.T) {
 			if n.f != g {
 				t.Fatalf("readNumber(%q).f = %v, want %v", lit, n.f, g)
 			}
-			if got, want := string(appendNumber(nil, &n)), string(appendNumber(nil, ptr(fromFloat(g)))); got != want {
+			if got, want := string(appendNumber(nil, []byte(lit), &n)), string(appendNumber(nil, nil, ptr(fromFloat(g)))); got != want {
 				t.Fatalf("canonical(%q) = %s, want %s", lit, got, want)
 			}
 		}

@@ -413,7 +413,7 @@ func (p *parser) addCase(i int) {
 	if i > 0 {
 		p.canon = append(p.canon, ',')
 	}
-	p.canon = appendCase(p.canon, &p.kase)
+	p.canon = appendCase(p.canon, p.data, &p.kase)
 	if p.hash != nil && len(p.canon) >= hashChunk {
 		p.hash.Write(p.canon)
 		p.canon = p.canon[:0]
