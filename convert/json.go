@@ -45,16 +45,17 @@ type jsonReader struct {
 	name     string // the file, for error messages
 
 	// The structural index of buf[:ilim], made a chunk at a time by
-	// skipString: idx holds the positions of the last chunk (offsets in
+	// skipString when useIndex (see indexFast): idx holds the positions of the last chunk (offsets in
 	// buf), those before idx[ip] passed, and simple is its
 	// Summary.Simple. indexed is false until skipString starts an index,
 	// and when the reader has gone past ilim without it.
-	sc      jsonindex.Scanner
-	idx     []uint32
-	ip      int
-	ilim    int
-	simple  bool
-	indexed bool
+	useIndex bool
+	sc       jsonindex.Scanner
+	idx      []uint32
+	ip       int
+	ilim     int
+	simple   bool
+	indexed  bool
 }
 
 const (
@@ -71,7 +72,7 @@ const (
 )
 
 func newJSONReader(r io.Reader, name string) *jsonReader {
-	return &jsonReader{r: r, buf: make([]byte, jsonBufSize), name: name}
+	return &jsonReader{r: r, buf: make([]byte, jsonBufSize), name: name, useIndex: indexFast()}
 }
 
 // newJSONReaderAhead reads r ahead, in a goroutine, for an r that does work
@@ -434,7 +435,7 @@ func jsonNumberLen(b []byte) int {
 // them, and reports the errors. A string that runs past the chunk is taken
 // a chunk at a time, so that the buffer holds at most a block of it.
 func (j *jsonReader) skipString() error {
-	if !j.seek(j.pos) {
+	if !j.useIndex || !j.seek(j.pos) {
 		return j.skipStringFrom(j.pos + 1)
 	}
 	j.ip++         // the opening quote

@@ -11,7 +11,8 @@ import (
 	"testing/iotest"
 )
 
-// skip takes a string's bytes unread where the structural index allows it.
+// skip takes a string's bytes unread where the structural index allows it
+// (where jsonindex has SIMD, and in these tests with either builder).
 // These tests hold it to the byte-wise skip it replaced (skipRef, kept
 // here): the same result, error and offset where the reader stops, on
 // documents whose strings cross the index's 64-byte blocks and the
@@ -137,6 +138,7 @@ func readers(in []byte, seed uint64) map[string]func() io.Reader {
 // how it went: the error, and the offset where the reader stopped.
 func skipResult(r io.Reader, ref bool) (string, int) {
 	j := newJSONReader(r, "f")
+	j.useIndex = true // whatever the builder
 	skip := j.skip
 	if ref {
 		skip = j.skipRef
@@ -154,6 +156,7 @@ func skipResult(r io.Reader, ref bool) (string, int) {
 // and where.
 func walkResult(r io.Reader, ref bool) string {
 	j := newJSONReader(r, "f")
+	j.useIndex = true
 	skip := j.skip
 	if ref {
 		skip = j.skipRef
@@ -414,4 +417,39 @@ func FuzzJSONSkip(f *testing.F) {
 			t.Fatalf("walk %s:\n got %s\nwant %s", describe(doc), got, want)
 		}
 	})
+}
+
+// BenchmarkJSONSkip skips a 100 KB prompt, of the text the converters
+// skip most (escapes, non-ASCII), with skip and with the byte-wise
+// reference.
+func BenchmarkJSONSkip(b *testing.B) {
+	var doc bytes.Buffer
+	doc.WriteString(`{"content": "`)
+	for doc.Len() < 100<<10 {
+		doc.WriteString(`the model called tool_call résumé \"quoted\" line\nbreak tab\t {\"json\": 1} `)
+	}
+	doc.WriteString(`"}`)
+	in := doc.Bytes()
+	for _, ref := range []bool{false, true} {
+		name := "index"
+		if ref {
+			name = "bytewise"
+		}
+		b.Run(name, func(b *testing.B) {
+			r := bytes.NewReader(in)
+			j := newJSONReader(r, "f")
+			b.SetBytes(int64(len(in)))
+			for b.Loop() {
+				r.Reset(in)
+				*j = jsonReader{r: r, buf: j.buf, idx: j.idx, name: "f", useIndex: !ref}
+				skip := j.skip
+				if ref {
+					skip = j.skipRef
+				}
+				if err := skip(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
