@@ -7,7 +7,7 @@ FUZZTIME ?= 20s
 FUZZTIME_CONVERT ?= 5s
 # How long `make test` fuzzes the API's whole HTTP handler (on a real PostgreSQL).
 FUZZTIME_HTTP ?= 10s
-CONVERT_FUZZERS = FuzzJSONReader FuzzJUnit FuzzPromptfoo FuzzInspect FuzzInspectEval FuzzTau2 FuzzDeepEval FuzzSWEBench FuzzLmeval FuzzOtel
+CONVERT_FUZZERS = FuzzJSONReader FuzzJSONSkip FuzzJUnit FuzzPromptfoo FuzzInspect FuzzInspectEval FuzzTau2 FuzzDeepEval FuzzSWEBench FuzzLmeval FuzzOtel
 # Benchmark repetitions for `make bench`; the ratios use the medians.
 BENCHCOUNT ?= 6
 

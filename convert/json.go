@@ -15,6 +15,7 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/evalmeter/evalmeter/internal/jsonindex"
 	"github.com/evalmeter/evalmeter/internal/swar"
 )
 
@@ -22,7 +23,9 @@ import (
 // converters read the few members they need and skip the rest with skip,
 // which checks a value's syntax without unescaping or keeping its strings:
 // they are most of a log's bytes (messages, events), so skipping them is
-// most of convert's time, and it runs 8 bytes at a time.
+// most of convert's time. A skipped string is found by the structural index
+// of package jsonindex (SIMD), its bytes taken unread when the index's
+// summary says they are valid (see skipString).
 //
 // Values of an unexpected type are skipped and read as absent: tools add and
 // change fields between versions, and a converter reads what it can.
@@ -40,6 +43,19 @@ type jsonReader struct {
 	rerr     error // what ended the input: io.EOF or a read error
 	stack    []byte
 	name     string // the file, for error messages
+
+	// The structural index of buf[:ilim], made a chunk at a time by
+	// skipString when useIndex (see indexFast): idx holds the positions of the last chunk (offsets in
+	// buf), those before idx[ip] passed, and simple is its
+	// Summary.Simple. indexed is false until skipString starts an index,
+	// and when the reader has gone past ilim without it.
+	useIndex bool
+	sc       jsonindex.Scanner
+	idx      []uint32
+	ip       int
+	ilim     int
+	simple   bool
+	indexed  bool
 }
 
 const (
@@ -49,10 +65,14 @@ const (
 	// maxJSONToken bounds a string or number that is read whole, not
 	// skipped: identifiers and enums, never free text.
 	maxJSONToken = 1 << 20
+	// jsonIndexChunk is what skipString indexes at a time: a summary's
+	// reach, so that one unusual string sends few others to the byte-wise
+	// path.
+	jsonIndexChunk = 4096
 )
 
 func newJSONReader(r io.Reader, name string) *jsonReader {
-	return &jsonReader{r: r, buf: make([]byte, jsonBufSize), name: name}
+	return &jsonReader{r: r, buf: make([]byte, jsonBufSize), name: name, useIndex: indexFast()}
 }
 
 // newJSONReaderAhead reads r ahead, in a goroutine, for an r that does work
@@ -101,6 +121,7 @@ func (j *jsonReader) fill() bool {
 		return false
 	}
 	if j.pos > 0 {
+		j.shiftIndex(j.pos)
 		j.lim = copy(j.buf, j.buf[j.pos:j.lim])
 		j.base += int64(j.pos)
 		j.pos = 0
@@ -407,8 +428,146 @@ func jsonNumberLen(b []byte) int {
 }
 
 // skipString consumes the string at pos, streaming: it keeps none of it.
+// The index has the string's opening quote and the next position after
+// it, before which the last byte but white space is the closing quote.
+// Where the chunk indexed is Simple, its strings are valid JSON, and the
+// bytes are taken unread; from a chunk that is not, skipStringFrom reads
+// them, and reports the errors. A string that runs past the chunk is taken
+// a chunk at a time, so that the buffer holds at most a block of it.
 func (j *jsonReader) skipString() error {
-	i := j.pos + 1 // after the opening quote
+	if !j.useIndex || !j.seek(j.pos) {
+		return j.skipStringFrom(j.pos + 1)
+	}
+	j.ip++         // the opening quote
+	i := j.pos + 1 // the bytes before i are checked; i is not escaped
+	for j.ip == len(j.idx) {
+		// The string, or the white space after it, runs past the chunk.
+		if !j.simple {
+			return j.skipStringFrom(i)
+		}
+		rest := j.buf[i:j.ilim]
+		if c := lastNonSpace(rest); c >= 0 && rest[c] == '"' && trailingBackslashes(rest[:c])%2 == 0 {
+			j.pos = i + c + 1 // closed, and white space follows
+			return nil
+		}
+		// Open: an escape that the chunk cuts is read with the next one.
+		if !j.indexMore(j.ilim - trailingBackslashes(rest)%2) {
+			return j.skipStringFrom(j.pos)
+		}
+		i = j.pos
+	}
+	rest := j.buf[i:j.idx[j.ip]]
+	c := lastNonSpace(rest)
+	if !j.simple || c < 0 || rest[c] != '"' {
+		return j.skipStringFrom(i)
+	}
+	j.pos = i + c + 1
+	return nil
+}
+
+// seek makes the index's next position q, the opening quote at pos,
+// indexing from q when the index does not reach it. It reports false when
+// it cannot: the input ends before a block of it.
+func (j *jsonReader) seek(q int) bool {
+	fresh := !j.indexed || q > j.ilim
+	if fresh {
+		j.startIndex(q)
+	}
+	for {
+		for j.ip < len(j.idx) && int(j.idx[j.ip]) < q {
+			j.ip++
+		}
+		switch {
+		case j.ip < len(j.idx) && int(j.idx[j.ip]) == q:
+			return true
+		case j.ip < len(j.idx) || q < j.ilim:
+			// Not a string to the index: it cannot be, but if so, the
+			// index starts again from here.
+			if fresh {
+				return false
+			}
+			j.startIndex(q)
+			fresh = true
+			continue
+		}
+		if !j.indexMore(q) {
+			return false
+		}
+		q = j.pos
+	}
+}
+
+// startIndex starts an index at buf[q], outside strings.
+func (j *jsonReader) startIndex(q int) {
+	j.sc = jsonindex.Scanner{}
+	j.idx, j.ip = j.idx[:0], 0
+	j.ilim, j.simple, j.indexed = q, true, true
+}
+
+// indexMore indexes the next chunk, once every position of the last one is
+// passed, from pos = i on (i <= ilim), reading more when less than a block
+// is left: the buffer may move, and pos with it. It reports false when the
+// input ends first.
+func (j *jsonReader) indexMore(i int) bool {
+	j.pos = i
+	for j.lim-j.ilim < 64 {
+		if !j.fill() {
+			return false
+		}
+	}
+	n := min(j.lim-j.ilim, jsonIndexChunk) &^ 63
+	var sum jsonindex.Summary
+	j.idx, sum = j.sc.Scan(j.idx[:0], j.buf[j.ilim:j.ilim+n], uint32(j.ilim))
+	j.ip = 0
+	j.ilim += n
+	j.simple = sum.Simple
+	return true
+}
+
+// shiftIndex moves the index with the buffer, whose bytes from n on move
+// to its front; an index that the reader has gone past is dropped.
+func (j *jsonReader) shiftIndex(n int) {
+	if !j.indexed {
+		return
+	}
+	if n > j.ilim {
+		j.indexed = false
+		return
+	}
+	for j.ip < len(j.idx) && int(j.idx[j.ip]) < n {
+		j.ip++
+	}
+	j.idx = j.idx[:copy(j.idx, j.idx[j.ip:])]
+	for k := range j.idx {
+		j.idx[k] -= uint32(n)
+	}
+	j.ip = 0
+	j.ilim -= n
+}
+
+// lastNonSpace returns the index of b's last byte that is not white
+// space, or -1.
+func lastNonSpace(b []byte) int {
+	i := len(b) - 1
+	for i >= 0 && (b[i] == ' ' || b[i] == '\n' || b[i] == '\t' || b[i] == '\r') {
+		i--
+	}
+	return i
+}
+
+// trailingBackslashes returns the length of the run of backslashes that
+// ends b.
+func trailingBackslashes(b []byte) int {
+	n := 0
+	for n < len(b) && b[len(b)-1-n] == '\\' {
+		n++
+	}
+	return n
+}
+
+// skipStringFrom consumes the rest of a string, from buf[i] on, byte by
+// byte, checking it: i is inside the string, and not inside an escape.
+func (j *jsonReader) skipStringFrom(i int) error {
 	for {
 		buf, lim := j.buf, j.lim
 		for i < lim {
