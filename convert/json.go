@@ -45,10 +45,11 @@ type jsonReader struct {
 	name     string // the file, for error messages
 
 	// The structural index of buf[:ilim], made a chunk at a time by
-	// skipString when useIndex (see indexFast): idx holds the positions of the last chunk (offsets in
-	// buf), those before idx[ip] passed, and simple is its
-	// Summary.Simple. indexed is false until skipString starts an index,
-	// and when the reader has gone past ilim without it.
+	// skipString where useIndex (jsonindex.Accelerated: the portable
+	// builder is slower than skipStringFrom). idx holds the positions of
+	// the last chunk (offsets in buf), those before idx[ip] passed, and
+	// simple is its Summary.Simple. indexed is false until skipString
+	// starts an index, and when the reader has gone past ilim without it.
 	useIndex bool
 	sc       jsonindex.Scanner
 	idx      []uint32
@@ -72,7 +73,7 @@ const (
 )
 
 func newJSONReader(r io.Reader, name string) *jsonReader {
-	return &jsonReader{r: r, buf: make([]byte, jsonBufSize), name: name, useIndex: indexFast()}
+	return &jsonReader{r: r, buf: make([]byte, jsonBufSize), name: name, useIndex: jsonindex.Accelerated()}
 }
 
 // newJSONReaderAhead reads r ahead, in a goroutine, for an r that does work

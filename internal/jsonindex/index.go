@@ -74,6 +74,12 @@ func Index(dst []uint32, buf []byte) ([]uint32, error) {
 	return dst, err
 }
 
+// Accelerated reports whether Index and a zero Scanner build with SIMD (the
+// AVX2 builder) here. The portable builder is several times slower: a
+// parser that reads well enough byte by byte may want the index only
+// where this is true.
+func Accelerated() bool { return useAVX2 }
+
 // A Scanner indexes one input in parts, in order, so that a parser holds
 // the positions of a window of the input at a time, not of all of it, and
 // a stream is indexed as it is read. The zero value is ready to scan an

@@ -345,7 +345,7 @@ func TestCarryLayout(t *testing.T) {
 // allow it.
 func TestSwitch(t *testing.T) {
 	if os.Getenv("JSONINDEX_REPORT_CHOICE") != "" {
-		fmt.Printf("useAVX2=%v\n", useAVX2)
+		fmt.Printf("useAVX2=%v\n", Accelerated())
 		return
 	}
 	choice := func(godebug string) string {
