@@ -32,14 +32,19 @@ const maxDepth = 10000
 // in a buffer of the parser's that is small and reused, whatever the body.
 const window = 4096
 
-// cursor walks the structural positions of the body.
+// cursor walks the structural positions of the body. Where the index is
+// not built with SIMD (jsonindex.Accelerated), building it costs more than
+// it saves, and the cursor walks the bytes instead: the same steps, white
+// space skipped byte by byte, and every string read.
 type cursor struct {
-	scanner jsonindex.Scanner
-	idx     []uint32 // the positions of the window being walked, then endOfWindow
-	cur     int      // idx[cur] is p.pos
-	indexed int      // data[:indexed] is indexed
-	last    bool     // the window is the body's last
-	plain   bool     // the window's strings are plain (jsonindex.Summary)
+	scanner  jsonindex.Scanner
+	idx      []uint32 // the positions of the window being walked, then endOfWindow
+	cur      int      // idx[cur] is p.pos
+	indexed  int      // data[:indexed] is indexed
+	last     bool     // the window is the body's last
+	plain    bool     // the window's strings are plain (jsonindex.Summary)
+	bytewise bool     // no index: idx is endOfWindow alone, cur -1
+	mark     int      // without an index, p.pos before step overwrote it
 }
 
 // endOfWindow follows a window's positions: no offset of a body under
@@ -49,15 +54,25 @@ const endOfWindow = math.MaxUint32
 
 // start indexes the first window and moves to its first position.
 func (p *parser) start() {
-	// A window has at most a position a byte, and the last is padded to a
-	// whole block.
-	p.idx = make([]uint32, 1, min(window, len(p.data))+64+1)
+	p.bytewise = !jsonindex.Accelerated()
+	size := 1
+	if !p.bytewise {
+		// A window has at most a position a byte, and the last is padded
+		// to a whole block.
+		size = min(window, len(p.data)) + 64 + 1
+	}
+	p.idx = make([]uint32, 1, size)
 	p.idx[0] = endOfWindow
 	p.cur = -1
+	if p.bytewise {
+		p.skipSpace()
+		return
+	}
 	p.step()
 }
 
-// step moves p.pos to the next position, or to the end of the body.
+// step moves p.pos to the next position, or to the end of the body. It
+// is small enough to be inlined, which matters: it runs for every token.
 func (p *parser) step() {
 	p.cur++
 	if p.pos = int(p.idx[p.cur]); p.pos == endOfWindow {
@@ -66,6 +81,12 @@ func (p *parser) step() {
 }
 
 func (p *parser) stepWindow() {
+	if p.bytewise {
+		p.cur = -1
+		p.pos = p.mark + 1 // past the structural character
+		p.skipSpace()
+		return
+	}
 	for p.nextWindow() {
 		if p.idx[0] != endOfWindow {
 			p.pos = int(p.idx[0])
@@ -76,6 +97,16 @@ func (p *parser) stepWindow() {
 	p.idx = append(p.idx[:0], endOfWindow)
 	p.cur = -1
 	p.pos = len(p.data)
+}
+
+// skipSpace moves p.pos past white space, where there is no index.
+func (p *parser) skipSpace() {
+	const space = 1<<' ' | 1<<'\t' | 1<<'\n' | 1<<'\r'
+	d, i := p.data, p.pos
+	for i < len(d) && d[i] <= ' ' && space>>d[i]&1 != 0 {
+		i++
+	}
+	p.pos, p.mark = i, i
 }
 
 // nextWindow indexes the next window of the body, if any is left.
@@ -105,6 +136,11 @@ func (p *parser) nextWindow() bool {
 // string read byte by byte: no position lies inside a string, and only
 // white space between its closing quote and the next one.
 func (p *parser) seek(at int) {
+	if p.bytewise {
+		p.pos = at
+		p.skipSpace()
+		return
+	}
 	for {
 		for int(p.idx[p.cur]) < at {
 			p.cur++
@@ -124,6 +160,11 @@ func (p *parser) seek(at int) {
 // that is not white space there, where no position is, cannot follow a
 // value: p.pos stays on it, for the caller to report.
 func (p *parser) endScalar(end int) {
+	if p.bytewise {
+		p.pos = end
+		p.skipSpace()
+		return
+	}
 	p.step()
 	if end < p.pos && !isSpace(p.data[end]) {
 		p.pos = end
