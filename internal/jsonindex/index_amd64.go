@@ -4,7 +4,7 @@
 
 package jsonindex
 
-// blocksAVX2 is the AVX2 builder (see blocksFunc): carry.structurals, a block at a time.
+// blocksAVX2 is the AVX2 builder (see the builders in index.go): carry.structurals, a block at a time.
 //
 //go:noescape
 func blocksAVX2(c *carry, buf []byte, base uint32, dst []uint32) int

@@ -48,7 +48,7 @@ func main() {
 	controls := splat("controls", 0x1f) // the largest control character
 
 	TEXT("blocksAVX2", NOSPLIT, "func(c *carry, buf []byte, base uint32, dst []uint32) int")
-	Doc("blocksAVX2 is the AVX2 builder (see blocksFunc): carry.structurals, a block at a time.")
+	Doc("blocksAVX2 is the AVX2 builder (see the builders in index.go): carry.structurals, a block at a time.")
 	Pragma("noescape")
 
 	c := Dereference(Param("c"))
@@ -144,12 +144,9 @@ func main() {
 	})
 	ANDQ(in, ctl)
 	ORQ(ctl, unusual)
+	ORQ(ctl, rich)
 	odd8 := mask(lo, hi, func(x, t VecVirtual) {
-		u := YMM()
-		VPMINUB(Ycontrols, x, t)
-		VPCMPEQB(x, t, t)
-		VPCMPEQB(x, Ybackslash, u)
-		VPOR(u, t, t)
+		VPCMPEQB(x, Ybackslash, t)
 		VPOR(x, t, t) // the high bit of a byte of 0x80 and more
 	})
 	ANDQ(in, odd8)
@@ -221,15 +218,11 @@ func main() {
 }
 
 // mask returns in a register the 64-bit mask of the bytes of lo and hi
-// (a block's halves) for which f sets the byte of t, or of their high bits
-// when f is nil.
+// (a block's halves) for which f sets the byte of t.
 func mask(lo, hi VecVirtual, f func(x, t VecVirtual)) GPVirtual {
-	tlo, thi := lo, hi
-	if f != nil {
-		tlo, thi = YMM(), YMM()
-		f(lo, tlo)
-		f(hi, thi)
-	}
+	tlo, thi := YMM(), YMM()
+	f(lo, tlo)
+	f(hi, thi)
 	m, h := GP64(), GP64()
 	VPMOVMSKB(tlo, m.As32())
 	VPMOVMSKB(thi, h.As32())
