@@ -38,7 +38,7 @@ type tally struct {
 	status     api.StatusCounts
 	latencies  []float64
 	tokens     api.TokensReported
-	costs      []decimal
+	costs      []number
 	tools      api.ToolChecks
 	violations api.BoundaryViolations
 	trace      api.TraceCompleteness
@@ -78,9 +78,9 @@ func (t *tally) add(c *observation) {
 	}
 	if c.has&hasCost != 0 {
 		if t.costs == nil {
-			t.costs = make([]decimal, 0, cap(t.latencies))
+			t.costs = make([]number, 0, cap(t.latencies))
 		}
-		t.costs = append(t.costs, c.cost.decimal())
+		t.costs = append(t.costs, c.cost)
 	}
 	for _, tc := range c.checks {
 		t.tools.Total++

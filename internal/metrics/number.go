@@ -184,8 +184,9 @@ func fromFloat(f float64) number {
 	return n
 }
 
-// appendNumber appends n, read from body, as ECMAScript's Number.prototype.toString does,
-// which is the number form of RFC 8785 §3.2.2.3.
+// appendNumber appends n, read from body, as ECMAScript's
+// Number.prototype.toString does, which is the number form of RFC 8785
+// §3.2.2.3.
 func appendNumber(dst, body []byte, n *number) []byte {
 	if n.litEnd > 0 {
 		return append(dst, body[n.litStart:n.litEnd]...)
@@ -231,18 +232,9 @@ func appendNumber(dst, body []byte, n *number) []byte {
 	return dst
 }
 
-// A decimal is a number's shortest decimal alone, mant × 10^exp: what the
-// cost sum keeps of each cost, with no pointer for the collector to follow.
-type decimal struct {
-	mant uint64
-	exp  int32
-}
-
-func (n number) decimal() decimal { return decimal{n.mant, n.exp} }
-
-// decimalSum returns the double nearest to the exact sum of the decimals
-// ns, so that 0.1 + 0.2 is 0.3. ns must be non-negative.
-func decimalSum(ns []decimal) float64 {
+// decimalSum returns the double nearest to the exact sum of the shortest
+// decimals of ns, so that 0.1 + 0.2 is 0.3. ns must be non-negative.
+func decimalSum(ns []number) float64 {
 	scale := 0 // digits after the point needed to hold every term exactly
 	for _, n := range ns {
 		if n.mant != 0 && int(-n.exp) > scale {
@@ -272,7 +264,7 @@ func decimalSum(ns []decimal) float64 {
 
 // uintSum adds the terms scaled by 10^scale in a uint64, or reports false when
 // they do not fit.
-func uintSum(ns []decimal, scale int) (uint64, bool) {
+func uintSum(ns []number, scale int) (uint64, bool) {
 	var sum uint64
 	for _, n := range ns {
 		if n.mant == 0 {

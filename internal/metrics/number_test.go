@@ -124,9 +124,9 @@ func TestDecimalSum(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var ns []decimal
+			var ns []number
 			for _, l := range tt.lits {
-				ns = append(ns, readNum(t, l).decimal())
+				ns = append(ns, readNum(t, l))
 			}
 			if got := decimalSum(ns); got != tt.want {
 				t.Errorf("decimalSum = %v, want %v", got, tt.want)
@@ -140,11 +140,11 @@ func TestDecimalSum(t *testing.T) {
 func TestDecimalSumExact(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for range 2000 {
-		ns := make([]decimal, 1+rng.IntN(50))
+		ns := make([]number, 1+rng.IntN(50))
 		exact := new(big.Rat)
 		for i := range ns {
 			f := rng.Float64() * math.Pow10(rng.IntN(30)-23)
-			ns[i] = fromFloat(f).decimal()
+			ns[i] = fromFloat(f)
 			r, ok := new(big.Rat).SetString(strconv.FormatFloat(f, 'g', -1, 64))
 			if !ok {
 				t.Fatal("bad rational")

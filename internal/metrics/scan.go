@@ -377,7 +377,8 @@ func (p *parser) readString() ([]byte, error) {
 	return p.readStringBytes()
 }
 
-// readStringBytes is readString where the index cannot tell where the string ends.
+// readStringBytes is readString where the index cannot tell where the
+// string ends.
 func (p *parser) readStringBytes() ([]byte, error) {
 	d := p.data
 	start := p.pos + 1
