@@ -6,6 +6,7 @@ package benchbody
 import (
 	"bytes"
 	"fmt"
+	"testing"
 )
 
 // A Size is one of the benchmarked bodies.
@@ -43,4 +44,19 @@ func (s Size) Body() []byte {
 	}
 	b.WriteString(`]}`)
 	return b.Bytes()
+}
+
+// Run runs f as the sub-benchmark name of b, in bytes of body a second;
+// f reports whether it did its work on body, and the benchmark fails when
+// it did not.
+func Run(b *testing.B, name string, body []byte, f func() bool) {
+	b.Run(name, func(b *testing.B) {
+		b.SetBytes(int64(len(body)))
+		b.ReportAllocs()
+		for b.Loop() {
+			if !f() {
+				b.Fatalf("%s fails on the body", name)
+			}
+		}
+	})
 }

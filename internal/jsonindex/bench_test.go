@@ -14,17 +14,7 @@ func BenchmarkIndex(b *testing.B) {
 	for _, size := range benchbody.Sizes {
 		body := size.Body()
 		var dst []uint32 // reused, as a parser would
-		run := func(name string, f func() bool) {
-			b.Run(size.Name+"/"+name, func(b *testing.B) {
-				b.SetBytes(int64(len(body)))
-				b.ReportAllocs()
-				for b.Loop() {
-					if !f() {
-						b.Fatalf("%s fails on the body", name)
-					}
-				}
-			})
-		}
+		run := func(name string, f func() bool) { benchbody.Run(b, size.Name+"/"+name, body, f) }
 		for _, bl := range builders(b) {
 			run(bl.name, func() bool {
 				var err error

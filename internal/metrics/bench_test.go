@@ -22,17 +22,7 @@ const benchVector = "random-20-n500-reordered"
 // bench` prints the ratios and checks the targets of issue 13.
 func BenchmarkCompute(b *testing.B) {
 	body := benchBody(b)
-	run := func(name string, f func() bool) {
-		b.Run(name, func(b *testing.B) {
-			b.SetBytes(int64(len(body)))
-			b.ReportAllocs()
-			for b.Loop() {
-				if !f() {
-					b.Fatalf("%s fails on the body", name)
-				}
-			}
-		})
-	}
+	run := func(name string, f func() bool) { benchbody.Run(b, name, body, f) }
 	run("engine", func() bool {
 		m, err := metrics.Compute(body)
 		return err == nil && m.CaseCount == 500
@@ -76,17 +66,7 @@ func BenchmarkComputeSizes(b *testing.B) {
 		if len(body) > metrics.MaxBodyBytes {
 			b.Fatalf("%s body is %d bytes, over the limit", size.Name, len(body))
 		}
-		run := func(name string, f func() bool) {
-			b.Run(size.Name+"/"+name, func(b *testing.B) {
-				b.SetBytes(int64(len(body)))
-				b.ReportAllocs()
-				for b.Loop() {
-					if !f() {
-						b.Fatalf("%s fails on the %s body", name, size.Name)
-					}
-				}
-			})
-		}
+		run := func(name string, f func() bool) { benchbody.Run(b, size.Name+"/"+name, body, f) }
 		run("engine", func() bool {
 			m, err := metrics.Compute(body)
 			return err == nil && m.CaseCount == size.Cases
