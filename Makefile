@@ -103,8 +103,9 @@ test-e2e-dr: ## Back the CloudNativePG ledger up to object storage under load, D
 	E2E_SUITE=dr GO=$(GO) hack/e2e.sh
 
 .PHONY: fuzz
-fuzz: ## Fuzz the metrics engine for FUZZTIME (default 20s) against the JSON Schema and gowebpki/jcs, each converter, the receipt verifier and the JSON index's builders (against each other and a reference) for FUZZTIME_CONVERT (5s), and the API handler for FUZZTIME_HTTP (10s) against api/openapi.yaml.
+fuzz: ## Fuzz the metrics engine for FUZZTIME (default 20s) against the JSON Schema and gowebpki/jcs, its fast path against its careful parser, each converter, the receipt verifier and the JSON index's builders (against each other and a reference) for FUZZTIME_CONVERT (5s), and the API handler for FUZZTIME_HTTP (10s) against api/openapi.yaml.
 	GO=$(GO) hack/fuzz.sh ./internal/metrics FuzzCompute $(FUZZTIME) 10s
+	GO=$(GO) hack/fuzz.sh ./internal/metrics FuzzFastPath $(FUZZTIME_CONVERT) 5s
 	GO=$(GO) hack/fuzz.sh ./server FuzzHandler $(FUZZTIME_HTTP) 10s
 	GO=$(GO) hack/fuzz.sh ./receipt FuzzVerify $(FUZZTIME_CONVERT) 5s
 	GO=$(GO) hack/fuzz.sh ./internal/jsonindex FuzzIndex $(FUZZTIME_CONVERT) 5s

@@ -29,9 +29,41 @@ const maxExactDigits = 15
 
 // readNumber reads the number at p.pos (RFC 8259 §6 grammar) into n.
 func (p *parser) readNumber(n *number) error {
-	d := p.data
-	start := p.pos
-	i := p.pos
+	end, bad := scanNumber(p.data, p.pos, n)
+	if bad != numberOK {
+		return p.syntaxErrorAt(end, bad.String())
+	}
+	p.endScalar(end)
+	return nil
+}
+
+// numberError is what is wrong with a number literal.
+type numberError uint8
+
+const (
+	numberOK numberError = iota
+	numberNoDigit
+	numberNoFraction
+	numberNoExponent
+)
+
+func (e numberError) String() string {
+	switch e {
+	case numberNoDigit:
+		return "expected a digit in a number"
+	case numberNoFraction:
+		return "expected a digit after the decimal point"
+	case numberNoExponent:
+		return "expected a digit in an exponent"
+	}
+	return ""
+}
+
+// scanNumber reads the number literal that starts at d[start] into n and
+// returns where it ends; on a syntax error, where the error is and what.
+// It reads the literal only: what follows it is the caller's to check.
+func scanNumber(d []byte, start int, n *number) (int, numberError) {
+	i := start
 	*n = number{}
 	if i < len(d) && d[i] == '-' {
 		n.neg = true
@@ -63,12 +95,12 @@ func (p *parser) readNumber(n *number) error {
 		// 10^21, which ECMAScript writes without an exponent.
 		lit = i-intStart <= maxExactDigits
 	default:
-		return p.syntaxErrorAt(i, "expected a digit in a number")
+		return i, numberNoDigit
 	}
 	if i < len(d) && d[i] == '.' {
 		i++
 		if i >= len(d) || !isDigit(d[i]) {
-			return p.syntaxErrorAt(i, "expected a digit after the decimal point")
+			return i, numberNoFraction
 		}
 		for ; i < len(d) && isDigit(d[i]); i++ {
 			if digits < 19 {
@@ -94,7 +126,7 @@ func (p *parser) readNumber(n *number) error {
 			i++
 		}
 		if i >= len(d) || !isDigit(d[i]) {
-			return p.syntaxErrorAt(i, "expected a digit in an exponent")
+			return i, numberNoExponent
 		}
 		e := 0
 		for i < len(d) && isDigit(d[i]) {
@@ -108,7 +140,6 @@ func (p *parser) readNumber(n *number) error {
 		}
 		exp += e
 	}
-	p.endScalar(i)
 	if lit {
 		n.litStart, n.litEnd = uint32(start), uint32(i)
 	}
@@ -117,7 +148,7 @@ func (p *parser) readNumber(n *number) error {
 		if n.neg {
 			n.f = math.Copysign(0, -1)
 		}
-		return nil
+		return i, numberOK
 	}
 	for mant%10 == 0 {
 		mant /= 10
@@ -137,11 +168,17 @@ func (p *parser) readNumber(n *number) error {
 		if n.neg {
 			n.f = -n.f
 		}
-		return nil
+		return i, numberOK
 	}
 	f, _ := strconv.ParseFloat(string(d[start:i]), 64) // overflow gives ±Inf, caught by range checks
 	*n = fromFloat(f)
-	return nil
+	return i, numberOK
+}
+
+// within reports whether n is from 0 to max, and an integer if integer is
+// set.
+func (n *number) within(max float64, integer bool) bool {
+	return n.f >= 0 && n.f <= max && (!integer || n.f == math.Trunc(n.f))
 }
 
 // fromFloat returns the number of a double, with its shortest decimal.

@@ -1,5 +1,7 @@
 package metrics
 
+import "github.com/evalmeter/evalmeter/internal/swar"
+
 // Limits of the metrics request (docs/design.md#38-limits).
 const (
 	MaxBodyBytes      = 262144
@@ -180,6 +182,18 @@ func isIDByte(c byte) bool {
 		w = idBytesHigh
 	}
 	return c < 128 && w>>(c&63)&1 != 0
+}
+
+// notID marks with its high bit each byte of w (8 bytes, little-endian)
+// that is not an identifier byte (isIDByte), exactly.
+func notID(w uint64) uint64 {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	low := w &^ highs                             // Between needs 7-bit bytes; the high bits mark non-ASCII
+	id := swar.Between(low|ones*0x20, 'a', 'z') | // a letter, upper case folded to lower
+		swar.Between(low, '0', ':') |
+		swar.Between(low, '-', '.') |
+		swar.Between(low, '_', '_')
+	return (w | ^id) & highs
 }
 
 func isAlnum(c byte) bool {

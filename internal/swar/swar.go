@@ -46,3 +46,13 @@ func Match(w uint64, c byte) uint64 {
 func Gather(m uint64) uint64 {
 	return (m & highs) * 0x0002040810204081 >> 56
 }
+
+// Between marks with its high bit each byte of w from lo to hi, exactly,
+// where lo ≥ 1, hi < 0x7f and every byte of w is below 0x80 (mask w with
+// ^highs first otherwise).
+func Between(w uint64, lo, hi byte) uint64 {
+	// Each sum stays within its byte: the low 7 bits plus at most 0x80.
+	atLeastLo := w + ones*uint64(0x80-lo)
+	aboveHi := w + ones*uint64(0x7f-hi)
+	return atLeastLo &^ aboveHi & highs
+}

@@ -105,3 +105,38 @@ func TestControl(t *testing.T) {
 		}
 	}
 }
+
+// TestBetween checks a grid of ranges of 7-bit bytes, and those the
+// metrics engine uses, against every byte at every place beside every
+// other byte: every mark is exact.
+func TestBetween(t *testing.T) {
+	ranges := [][2]int{{'a', 'z'}, {'0', ':'}, {'-', '.'}, {'_', '_'}, {1, 0x7e}}
+	for lo := 1; lo < 0x7f; lo += 3 {
+		for hi := lo; hi < 0x7f; hi += 5 {
+			ranges = append(ranges, [2]int{lo, hi})
+		}
+	}
+	var w [8]byte
+	for _, r := range ranges {
+		lo, hi := r[0], r[1]
+		for at := range 8 {
+			for c := range 0x80 {
+				for other := range 0x80 {
+					for i := range w {
+						w[i] = byte(other)
+					}
+					w[at] = byte(c)
+					var want uint64
+					for i, b := range w {
+						if int(b) >= lo && int(b) <= hi {
+							want |= 0x80 << (8 * i)
+						}
+					}
+					if m := Between(binary.LittleEndian.Uint64(w[:]), byte(lo), byte(hi)); m != want {
+						t.Fatalf("Between(%q, %#x, %#x) = %#x, want %#x", w, lo, hi, m, want)
+					}
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,24 @@
+package metrics
+
+import (
+	"crypto/sha256"
+
+	"github.com/evalmeter/evalmeter/api"
+)
+
+// ComputeCarefully is Compute without the fast path, for tests that
+// compare the two.
+func ComputeCarefully(body []byte) (*api.Metrics, error) {
+	p := newParser(body, sha256.New())
+	p.careful = true
+	r, err := p.parse()
+	if err != nil {
+		return nil, err
+	}
+	return r.Metrics(), nil
+}
+
+// TakesFastPath reports whether the fast path reads body to the end.
+func TakesFastPath(body []byte) bool {
+	return newParser(body, nil).readFast()
+}

@@ -1,0 +1,111 @@
+package metrics_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"maps"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/evalmeter/evalmeter/internal/benchbody"
+	"github.com/evalmeter/evalmeter/internal/metrics"
+)
+
+// TestFastPathAgrees checks that the fast path and the careful parser give
+// the same answer, metrics or error, on every body of the corpus, on the
+// benchmarks' bodies, and on each valid body written again with white
+// space as encoders write it. The fast path must also take the bodies it
+// is for: a fast path that always gave up would agree, and be useless.
+func TestFastPathAgrees(t *testing.T) {
+	bodies := corpus(t)
+	for _, size := range benchbody.Sizes {
+		bodies["bench/"+size.Name] = size.Body()
+	}
+	respaced := map[string][]byte{}
+	for name, body := range bodies {
+		if _, err := metrics.ComputeCarefully(body); err != nil {
+			continue
+		}
+		var indented bytes.Buffer
+		if err := json.Indent(&indented, body, "", "  "); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		respaced[name+"/indented"] = indented.Bytes()
+		respaced[name+"/python"] = pythonSpacing(body)
+	}
+	valid := len(respaced) / 2
+	maps.Copy(bodies, respaced)
+	fast := 0
+	for name, body := range bodies {
+		want, wantErr := metrics.ComputeCarefully(body)
+		got, gotErr := metrics.Compute(body)
+		if diff := cmp.Diff(wantErr, gotErr); diff != "" {
+			t.Fatalf("%s: errors differ (-careful +fast):\n%s", name, diff)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("%s: metrics differ (-careful +fast):\n%s", name, diff)
+		}
+		if metrics.TakesFastPath(body) {
+			fast++
+			if wantErr != nil {
+				t.Fatalf("%s: the fast path reads a body the careful parser refuses: %v", name, wantErr)
+			}
+		}
+		if strings.HasPrefix(name, "bench/") && !metrics.TakesFastPath(body) {
+			t.Errorf("%s: the fast path gives up on it", name)
+		}
+	}
+	// Bodies with escapes, non-ASCII, exponents outside the fast forms or
+	// errors go the careful way; the rest of the valid ones must not.
+	t.Logf("the fast path reads %d of %d bodies, %d of them valid", fast, len(bodies), 3*valid)
+	if fast < 2*valid {
+		t.Errorf("the fast path reads %d bodies; want at least %d of the %d valid ones and their respaced forms", fast, 2*valid, 3*valid)
+	}
+}
+
+// pythonSpacing re-encodes a valid body as Python's json.dumps does by
+// default: a space after each ',' and ':'.
+func pythonSpacing(body []byte) []byte {
+	var out bytes.Buffer
+	inString, escaped := false, false
+	for _, c := range body {
+		out.WriteByte(c)
+		switch {
+		case escaped:
+			escaped = false
+		case inString && c == '\\':
+			escaped = true
+		case c == '"':
+			inString = !inString
+		case !inString && (c == ',' || c == ':'):
+			out.WriteByte(' ')
+		}
+	}
+	return out.Bytes()
+}
+
+// FuzzFastPath checks, for any body, that the fast path and the careful
+// parser give the same metrics or the same error.
+func FuzzFastPath(f *testing.F) {
+	for _, v := range loadVectors(f) {
+		if len(v.Body) <= 8<<10 {
+			f.Add([]byte(v.Body))
+		}
+	}
+	for _, s := range edgeCases() {
+		f.Add([]byte(s))
+	}
+	f.Add(benchbody.Sizes[0].Body())
+	f.Fuzz(func(t *testing.T, body []byte) {
+		want, wantErr := metrics.ComputeCarefully(body)
+		got, gotErr := metrics.Compute(body)
+		if diff := cmp.Diff(wantErr, gotErr); diff != "" {
+			t.Fatalf("errors differ (-careful +fast):\n%s", diff)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("metrics differ (-careful +fast):\n%s", diff)
+		}
+	})
+}
