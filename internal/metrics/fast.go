@@ -4,8 +4,6 @@ import (
 	"encoding/binary"
 	"math"
 	"math/bits"
-
-	"github.com/evalmeter/evalmeter/internal/swar"
 )
 
 // The fast path (docs/design.md §5.1). Nearly every request is valid and
@@ -35,12 +33,8 @@ func (p *parser) readFast() bool {
 	var seen uint32
 	i, ok := firstMember(d, i+1)
 	for ok {
-		var name []byte
-		if name, i, ok = memberAt(d, i); !ok {
-			return false
-		}
-		bit := requestMember(name)
-		if bit == 0 || seen&bit != 0 {
+		var bit uint32
+		if bit, i = requestMemberAt(d, i); bit == 0 || seen&bit != 0 {
 			return false
 		}
 		seen |= bit
@@ -112,12 +106,8 @@ func (p *parser) fastCase(d []byte, i int, c *observation) (int, bool) {
 	var seen uint32
 	i, ok := firstMember(d, i+1)
 	for ok {
-		var name []byte
-		if name, i, ok = memberAt(d, i); !ok {
-			return i, false
-		}
-		bit := caseMember(name)
-		if bit == 0 || seen&bit != 0 {
+		var bit uint32
+		if bit, i = caseMemberAt(d, i); bit == 0 || seen&bit != 0 {
 			return i, false
 		}
 		seen |= bit
@@ -125,10 +115,7 @@ func (p *parser) fastCase(d []byte, i int, c *observation) (int, bool) {
 		case memberCaseID:
 			c.id, i, ok = idAt(d, i, MaxIDLength)
 		case memberStatus:
-			var v []byte
-			if v, i, ok = idAt(d, i, len("timeout")); ok {
-				c.status, ok = parseStatus(v)
-			}
+			c.status, i, ok = statusAt(d, i)
 		case memberLatency:
 			i, ok = numberAt(d, i, &c.latency, MaxLatencyMS, false)
 		case memberRepeatGroup:
@@ -172,14 +159,17 @@ func fastToolChecks(d []byte, i int, c *observation) (int, bool) {
 			return i, false
 		}
 		var tc toolCheck
-		var seen uint32
-		for i, ok = firstMember(d, i+1); ok; {
-			var name []byte
-			if name, i, ok = memberAt(d, i); !ok {
+		if j, compact := compactToolCheck(d, i, &tc); compact {
+			c.checks = append(c.checks, tc)
+			if i, ok = nextElement(d, j); i < 0 {
 				return i, false
 			}
-			bit := toolCheckMember(name)
-			if bit == 0 || seen&bit != 0 {
+			continue
+		}
+		var seen uint32
+		for i, ok = firstMember(d, i+1); ok; {
+			var bit uint32
+			if bit, i = toolCheckMemberAt(d, i); bit == 0 || seen&bit != 0 {
 				return i, false
 			}
 			seen |= bit
@@ -207,18 +197,32 @@ func fastToolChecks(d []byte, i int, c *observation) (int, bool) {
 	return i, i >= 0
 }
 
+// compactToolCheck reads the tool check at d[i] ('{') when it is
+// written as compact JSON writes it, name first, and returns where it ends.
+func compactToolCheck(d []byte, i int, tc *toolCheck) (int, bool) {
+	if !at(d, i, `{"name":`) {
+		return i, false
+	}
+	name, j, ok := idAt(d, i+len(`{"name":`), MaxToolNameLength)
+	if !ok || !at(d, j, `,"passed":`) {
+		return i, false
+	}
+	passed, j, ok := boolAt(d, j+len(`,"passed":`))
+	if !ok || !at(d, j, "}") {
+		return i, false
+	}
+	tc.name, tc.passed = name, passed
+	return j + 1, true
+}
+
 func fastViolations(d []byte, i int, c *observation) (int, bool) {
 	i, ok := firstElement(d, i)
 	for ok {
 		if len(c.reported) == MaxViolations {
 			return i, false
 		}
-		var v []byte
-		if v, i, ok = idAt(d, i, len("instruction_override")); !ok {
-			return i, false
-		}
 		var code violation
-		if code, ok = parseViolation(v); !ok {
+		if code, i, ok = violationAt(d, i); !ok {
 			return i, false
 		}
 		c.reported = append(c.reported, code)
@@ -236,12 +240,8 @@ func fastTrace(d []byte, i int, c *observation) (int, bool) {
 	var seen uint32
 	i, ok := firstMember(d, i+1)
 	for ok {
-		var name []byte
-		if name, i, ok = memberAt(d, i); !ok {
-			return i, false
-		}
-		bit := traceMember(name)
-		if bit == 0 || seen&bit != 0 {
+		var bit uint32
+		if bit, i = traceMemberAt(d, i); bit == 0 || seen&bit != 0 {
 			return i, false
 		}
 		seen |= bit
@@ -259,6 +259,127 @@ func fastTrace(d []byte, i int, c *observation) (int, bool) {
 		}
 	}
 	return i, i >= 0 && seen == memberExpected|memberObserved && c.observed.f <= c.expected.f
+}
+
+// Member names. Each object's matcher reads the name at d[i] ('"') and
+// the ':' after it, and returns the name's bit and where the value starts:
+// 0 for a name it does not know, or one spelled with an escape, which the
+// careful parser reads. It tells the names apart by their first four
+// bytes, which differ within each object, and compares the rest with
+// constants: most of a request's bytes are member names.
+
+func requestMemberAt(d []byte, i int) (uint32, int) {
+	switch first4(d, i+1) {
+	case 'r' | 'u'<<8 | 'n'<<16 | '_'<<24:
+		if at(d, i+1, `run_id"`) {
+			return memberRunID, valueAt(d, i+1+len(`run_id"`))
+		}
+	case 'c' | 'o'<<8 | 's'<<16 | 't'<<24:
+		if at(d, i+1, `cost_currency"`) {
+			return memberCostCurrency, valueAt(d, i+1+len(`cost_currency"`))
+		}
+	case 'c' | 'a'<<8 | 's'<<16 | 'e'<<24:
+		if at(d, i+1, `cases"`) {
+			return memberCases, valueAt(d, i+1+len(`cases"`))
+		}
+	}
+	return 0, i
+}
+
+func caseMemberAt(d []byte, i int) (uint32, int) {
+	switch first4(d, i+1) {
+	case 'c' | 'a'<<8 | 's'<<16 | 'e'<<24:
+		if at(d, i+1, `case_id"`) {
+			return memberCaseID, valueAt(d, i+1+len(`case_id"`))
+		}
+	case 's' | 't'<<8 | 'a'<<16 | 't'<<24:
+		if at(d, i+1, `status"`) {
+			return memberStatus, valueAt(d, i+1+len(`status"`))
+		}
+	case 'l' | 'a'<<8 | 't'<<16 | 'e'<<24:
+		if at(d, i+1, `latency_ms"`) {
+			return memberLatency, valueAt(d, i+1+len(`latency_ms"`))
+		}
+	case 'r' | 'e'<<8 | 'p'<<16 | 'e'<<24:
+		if at(d, i+1, `repeat_group"`) {
+			return memberRepeatGroup, valueAt(d, i+1+len(`repeat_group"`))
+		}
+	case 'i' | 'n'<<8 | 'p'<<16 | 'u'<<24:
+		if at(d, i+1, `input_tokens"`) {
+			return memberInput, valueAt(d, i+1+len(`input_tokens"`))
+		}
+	case 'o' | 'u'<<8 | 't'<<16 | 'p'<<24:
+		if at(d, i+1, `output_tokens"`) {
+			return memberOutput, valueAt(d, i+1+len(`output_tokens"`))
+		}
+	case 'c' | 'o'<<8 | 's'<<16 | 't'<<24:
+		if at(d, i+1, `cost"`) {
+			return memberCost, valueAt(d, i+1+len(`cost"`))
+		}
+	case 't' | 'o'<<8 | 'o'<<16 | 'l'<<24:
+		if at(d, i+1, `tool_checks"`) {
+			return memberToolChecks, valueAt(d, i+1+len(`tool_checks"`))
+		}
+	case 'b' | 'o'<<8 | 'u'<<16 | 'n'<<24:
+		if at(d, i+1, `boundary_violations"`) {
+			return memberViolations, valueAt(d, i+1+len(`boundary_violations"`))
+		}
+	case 't' | 'r'<<8 | 'a'<<16 | 'c'<<24:
+		if at(d, i+1, `trace"`) {
+			return memberTrace, valueAt(d, i+1+len(`trace"`))
+		}
+	}
+	return 0, i
+}
+
+func toolCheckMemberAt(d []byte, i int) (uint32, int) {
+	switch first4(d, i+1) {
+	case 'n' | 'a'<<8 | 'm'<<16 | 'e'<<24:
+		if at(d, i+1, `name"`) {
+			return memberName, valueAt(d, i+1+len(`name"`))
+		}
+	case 'p' | 'a'<<8 | 's'<<16 | 's'<<24:
+		if at(d, i+1, `passed"`) {
+			return memberPassed, valueAt(d, i+1+len(`passed"`))
+		}
+	}
+	return 0, i
+}
+
+func traceMemberAt(d []byte, i int) (uint32, int) {
+	switch first4(d, i+1) {
+	case 'e' | 'x'<<8 | 'p'<<16 | 'e'<<24:
+		if at(d, i+1, `expected_steps"`) {
+			return memberExpected, valueAt(d, i+1+len(`expected_steps"`))
+		}
+	case 'o' | 'b'<<8 | 's'<<16 | 'e'<<24:
+		if at(d, i+1, `observed_steps"`) {
+			return memberObserved, valueAt(d, i+1+len(`observed_steps"`))
+		}
+	}
+	return 0, i
+}
+
+// first4 returns the 4 bytes at d[i] as a little-endian number, or 0 where
+// there are fewer.
+func first4(d []byte, i int) uint32 {
+	if i+4 > len(d) {
+		return 0
+	}
+	return binary.LittleEndian.Uint32(d[i:])
+}
+
+// valueAt reads the ':' after a member name, which ends at d[i-1], and the
+// white space around it, and returns where the value starts; len(d) when
+// there is no ':', which no value reader accepts.
+func valueAt(d []byte, i int) int {
+	if i < len(d) && d[i] == ':' {
+		return skipWS(d, i+1)
+	}
+	if i = skipWS(d, i); i < len(d) && d[i] == ':' {
+		return skipWS(d, i+1)
+	}
+	return len(d)
 }
 
 // The fast path's steps. Each takes the index of its first byte and
@@ -332,39 +453,6 @@ func nextElement(d []byte, i int) (int, bool) {
 	return -1, false
 }
 
-// memberAt reads the member name at d[i] ('"') and the ':' after it, and
-// returns the name and where the value starts. The name ends at the first
-// '"': a name with an escape or a control character is none of the known
-// names, which is all the fast path needs to know of it.
-func memberAt(d []byte, i int) ([]byte, int, bool) {
-	start := i + 1
-	j := stringStop(d, start)
-	if j >= len(d) || d[j] != '"' {
-		return nil, j, false
-	}
-	k := j + 1
-	if k >= len(d) || d[k] != ':' {
-		if k = skipWS(d, k); k >= len(d) || d[k] != ':' {
-			return nil, k, false
-		}
-	}
-	return d[start:j], skipWS(d, k+1), true
-}
-
-// stringStop returns the index of the first '"', '\\' or control
-// character at or after i, or len(d).
-func stringStop(d []byte, i int) int {
-	for ; i+8 <= len(d); i += 8 {
-		if m := swar.StringStops(binary.LittleEndian.Uint64(d[i:])); m != 0 {
-			return i + bits.TrailingZeros64(m)/8
-		}
-	}
-	for i < len(d) && d[i] != '"' && d[i] != '\\' && d[i] >= ' ' {
-		i++
-	}
-	return i
-}
-
 // idAt reads a string at d[i] that is an identifier of at most max bytes
 // (validID), and returns it and the index after its closing quote.
 func idAt(d []byte, i, max int) ([]byte, int, bool) {
@@ -391,6 +479,43 @@ func idEnd(d []byte, i int) int {
 		i++
 	}
 	return i
+}
+
+// at reports whether s is at d[i].
+func at(d []byte, i int, s string) bool {
+	return i+len(s) <= len(d) && string(d[i:i+len(s)]) == s
+}
+
+// statusAt reads a status at d[i].
+func statusAt(d []byte, i int) (status, int, bool) {
+	switch {
+	case at(d, i, `"pass"`):
+		return statusPass, i + len(`"pass"`), true
+	case at(d, i, `"fail"`):
+		return statusFail, i + len(`"fail"`), true
+	case at(d, i, `"error"`):
+		return statusError, i + len(`"error"`), true
+	case at(d, i, `"timeout"`):
+		return statusTimeout, i + len(`"timeout"`), true
+	}
+	return 0, i, false
+}
+
+// violationAt reads a boundary violation code at d[i].
+func violationAt(d []byte, i int) (violation, int, bool) {
+	switch {
+	case at(d, i, `"scope_escape"`):
+		return scopeEscape, i + len(`"scope_escape"`), true
+	case at(d, i, `"unauthorized_tool"`):
+		return unauthorizedTool, i + len(`"unauthorized_tool"`), true
+	case at(d, i, `"data_boundary"`):
+		return dataBoundary, i + len(`"data_boundary"`), true
+	case at(d, i, `"policy_boundary"`):
+		return policyBoundary, i + len(`"policy_boundary"`), true
+	case at(d, i, `"instruction_override"`):
+		return instructionOverride, i + len(`"instruction_override"`), true
+	}
+	return 0, i, false
 }
 
 // numberAt reads the number at d[i] into n, and returns where it ends; n

@@ -1,10 +1,13 @@
 package metrics
 
 import (
+	"encoding/binary"
 	"math"
 	"math/big"
 	"math/bits"
 	"strconv"
+
+	"github.com/evalmeter/evalmeter/internal/swar"
 )
 
 // number is a JSON number read as an IEEE-754 double (RFC 8785 §3.2.2.3).
@@ -63,6 +66,92 @@ func (e numberError) String() string {
 // returns where it ends; on a syntax error, where the error is and what.
 // It reads the literal only: what follows it is the caller's to check.
 func scanNumber(d []byte, start int, n *number) (int, numberError) {
+	if end, ok := shortNumber(d, start, n); ok {
+		return end, numberOK
+	}
+	return scanAnyNumber(d, start, n)
+}
+
+// shortNumber reads the literals that nearly every number of a request
+// is, 8 bytes at a time: up to 7 digits with no leading zero, and at most
+// a point and up to 7 more digits. It reports false for any other literal,
+// and near the end of d, having written nothing; scanAnyNumber reads those.
+// Its result is scanAnyNumber's, which TestShortNumber checks.
+func shortNumber(d []byte, i int, n *number) (int, bool) {
+	if i+16 > len(d) { // room for both words below
+		return 0, false
+	}
+	w := binary.LittleEndian.Uint64(d[i:])
+	k := bits.TrailingZeros64(notDigits(w)) / 8
+	if k == 0 || k == 8 || k > 1 && d[i] == '0' {
+		return 0, false
+	}
+	mant := digitsValue(w, k)
+	end := i + k
+	exp := 0
+	lit := true // at most 7 digits: ECMAScript writes them as they are
+	if d[end] == '.' {
+		w := binary.LittleEndian.Uint64(d[end+1:])
+		f := bits.TrailingZeros64(notDigits(w)) / 8
+		if f == 0 || f == 8 {
+			return 0, false
+		}
+		digits := k + f // significant digits
+		if mant == 0 {
+			zeros := bits.TrailingZeros64(w^ones*'0') / 8 // leading zeros
+			digits = f - min(zeros, f)
+		}
+		mant = mant*pow10Uint(f) + digitsValue(w, f)
+		exp = -f
+		end += 1 + f
+		// As in scanAnyNumber: no trailing zero, and 10^-6 or more.
+		lit = d[end-1] != '0' && digits+exp > -6
+	}
+	if c := d[end]; c == 'e' || c == 'E' {
+		return 0, false
+	}
+	*n = number{}
+	if lit {
+		n.litStart, n.litEnd = uint32(i), uint32(end)
+	}
+	if mant == 0 {
+		return end, true
+	}
+	for mant%10 == 0 {
+		mant /= 10
+		exp++
+	}
+	// Exact operands, one rounding, as in scanAnyNumber's fast path.
+	n.f = float64(mant)
+	switch {
+	case exp > 0:
+		n.f *= math.Pow10(exp)
+	case exp < 0:
+		n.f /= math.Pow10(-exp)
+	}
+	n.mant, n.exp = mant, int32(exp)
+	return end, true
+}
+
+const ones, highs = 0x0101010101010101, 0x8080808080808080
+
+// notDigits marks with its high bit each byte of w (8 bytes,
+// little-endian) that is not a decimal digit, exactly.
+func notDigits(w uint64) uint64 {
+	return (w | ^swar.Between(w&^highs, '0', '9')) & highs
+}
+
+// digitsValue returns the value of the k decimal digits (1 to 7) that
+// start w, the first the most significant.
+func digitsValue(w uint64, k int) uint64 {
+	w <<= 8 * (8 - k) // the digits to the top, zeros before them
+	w = (w & (ones * 0x0f)) * (10<<8 + 1) >> 8
+	w = (w & 0x00ff00ff00ff00ff) * (100<<16 + 1) >> 16
+	return (w & 0x0000ffff0000ffff) * (10000<<32 + 1) >> 32
+}
+
+// scanAnyNumber is scanNumber for every literal.
+func scanAnyNumber(d []byte, start int, n *number) (int, numberError) {
 	i := start
 	*n = number{}
 	if i < len(d) && d[i] == '-' {

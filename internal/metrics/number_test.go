@@ -5,6 +5,7 @@ import (
 	"math/big"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/gowebpki/jcs"
@@ -167,3 +168,43 @@ func repeat(s string, n int) []string {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestShortNumber reads literals of every form shortNumber might take,
+// followed by every kind of byte, and checks that where it reads one it
+// gives what scanAnyNumber gives, and that it reads the forms it is for.
+func TestShortNumber(t *testing.T) {
+	ints := []string{"", "-", "0", "00", "01", "1", "9", "10", "100", "1000000", "9999999", "1234567", "12345678", "-0", "-12"}
+	fracs := []string{"", ".", ".0", ".5", ".50", ".05", ".000032", ".0000001", ".000001", ".1234567", ".12345678", ".0000000", ".9999999"}
+	ends := []string{"", ",", "}", "]", " ", "e5", "E-2", "e", "x", ".", "0", "\x80", "\""}
+	read := 0
+	for _, i := range ints {
+		for _, f := range fracs {
+			for _, e := range ends {
+				lit := i + f + e
+				for pad := range 18 { // from no room after the literal to plenty
+					d := []byte(" " + lit + strings.Repeat(",", pad))
+					var short, any number
+					end, ok := shortNumber(d, 1, &short)
+					if !ok {
+						continue
+					}
+					read++
+					anyEnd, bad := scanAnyNumber(d, 1, &any)
+					if bad != numberOK || anyEnd != end || short != any {
+						t.Fatalf("%q: shortNumber gives %+v ending at %d; scanAnyNumber %+v ending at %d (%v)", d, short, end, any, anyEnd, bad)
+					}
+				}
+			}
+		}
+	}
+	d := []byte(`{"latency_ms":1037.001,"cost":0.000032,"input_tokens":1013,"output_tokens":207}`)
+	for _, at := range []int{14, 30, 54} {
+		var n number
+		if _, ok := shortNumber(d, at, &n); !ok {
+			t.Errorf("shortNumber does not read the number at %d of %s", at, d)
+		}
+	}
+	if read < 500 {
+		t.Errorf("shortNumber reads only %d of the literals", read)
+	}
+}

@@ -187,7 +187,6 @@ func isIDByte(c byte) bool {
 // notID marks with its high bit each byte of w (8 bytes, little-endian)
 // that is not an identifier byte (isIDByte), exactly.
 func notID(w uint64) uint64 {
-	const ones, highs = 0x0101010101010101, 0x8080808080808080
 	low := w &^ highs                             // Between needs 7-bit bytes; the high bits mark non-ASCII
 	id := swar.Between(low|ones*0x20, 'a', 'z') | // a letter, upper case folded to lower
 		swar.Between(low, '0', ':') |
