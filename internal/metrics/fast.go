@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math"
 	"math/bits"
@@ -269,112 +270,143 @@ func fastTrace(d []byte, i int, c *observation) (int, bool) {
 // constants: most of a request's bytes are member names.
 
 func requestMemberAt(d []byte, i int) (uint32, int) {
-	switch first4(d, i+1) {
+	const longest = len(`cost_currency"`)
+	if i+1+longest > len(d) {
+		return memberNearEnd(d, i, requestMember)
+	}
+	n := d[i+1 : i+1+longest]
+	switch binary.LittleEndian.Uint32(n) {
 	case 'r' | 'u'<<8 | 'n'<<16 | '_'<<24:
-		if at(d, i+1, `run_id"`) {
-			return memberRunID, valueAt(d, i+1+len(`run_id"`))
+		if string(n[:7]) == `run_id"` {
+			return memberRunID, valueAt(d, i+1+7)
 		}
 	case 'c' | 'o'<<8 | 's'<<16 | 't'<<24:
-		if at(d, i+1, `cost_currency"`) {
-			return memberCostCurrency, valueAt(d, i+1+len(`cost_currency"`))
+		if string(n[:14]) == `cost_currency"` {
+			return memberCostCurrency, valueAt(d, i+1+14)
 		}
 	case 'c' | 'a'<<8 | 's'<<16 | 'e'<<24:
-		if at(d, i+1, `cases"`) {
-			return memberCases, valueAt(d, i+1+len(`cases"`))
+		if string(n[:6]) == `cases"` {
+			return memberCases, valueAt(d, i+1+6)
 		}
 	}
 	return 0, i
 }
 
 func caseMemberAt(d []byte, i int) (uint32, int) {
-	switch first4(d, i+1) {
+	const longest = len(`boundary_violations"`)
+	if i+1+longest > len(d) {
+		return memberNearEnd(d, i, caseMember)
+	}
+	n := d[i+1 : i+1+longest]
+	switch binary.LittleEndian.Uint32(n) {
 	case 'c' | 'a'<<8 | 's'<<16 | 'e'<<24:
-		if at(d, i+1, `case_id"`) {
-			return memberCaseID, valueAt(d, i+1+len(`case_id"`))
+		if string(n[:8]) == `case_id"` {
+			return memberCaseID, valueAt(d, i+1+8)
 		}
 	case 's' | 't'<<8 | 'a'<<16 | 't'<<24:
-		if at(d, i+1, `status"`) {
-			return memberStatus, valueAt(d, i+1+len(`status"`))
+		if string(n[:7]) == `status"` {
+			return memberStatus, valueAt(d, i+1+7)
 		}
 	case 'l' | 'a'<<8 | 't'<<16 | 'e'<<24:
-		if at(d, i+1, `latency_ms"`) {
-			return memberLatency, valueAt(d, i+1+len(`latency_ms"`))
+		if string(n[:11]) == `latency_ms"` {
+			return memberLatency, valueAt(d, i+1+11)
 		}
 	case 'r' | 'e'<<8 | 'p'<<16 | 'e'<<24:
-		if at(d, i+1, `repeat_group"`) {
-			return memberRepeatGroup, valueAt(d, i+1+len(`repeat_group"`))
+		if string(n[:13]) == `repeat_group"` {
+			return memberRepeatGroup, valueAt(d, i+1+13)
 		}
 	case 'i' | 'n'<<8 | 'p'<<16 | 'u'<<24:
-		if at(d, i+1, `input_tokens"`) {
-			return memberInput, valueAt(d, i+1+len(`input_tokens"`))
+		if string(n[:13]) == `input_tokens"` {
+			return memberInput, valueAt(d, i+1+13)
 		}
 	case 'o' | 'u'<<8 | 't'<<16 | 'p'<<24:
-		if at(d, i+1, `output_tokens"`) {
-			return memberOutput, valueAt(d, i+1+len(`output_tokens"`))
+		if string(n[:14]) == `output_tokens"` {
+			return memberOutput, valueAt(d, i+1+14)
 		}
 	case 'c' | 'o'<<8 | 's'<<16 | 't'<<24:
-		if at(d, i+1, `cost"`) {
-			return memberCost, valueAt(d, i+1+len(`cost"`))
+		if string(n[:5]) == `cost"` {
+			return memberCost, valueAt(d, i+1+5)
 		}
 	case 't' | 'o'<<8 | 'o'<<16 | 'l'<<24:
-		if at(d, i+1, `tool_checks"`) {
-			return memberToolChecks, valueAt(d, i+1+len(`tool_checks"`))
+		if string(n[:12]) == `tool_checks"` {
+			return memberToolChecks, valueAt(d, i+1+12)
 		}
 	case 'b' | 'o'<<8 | 'u'<<16 | 'n'<<24:
-		if at(d, i+1, `boundary_violations"`) {
-			return memberViolations, valueAt(d, i+1+len(`boundary_violations"`))
+		// In two, as the compiler compares constants of up to 16 bytes
+		// without a call.
+		if string(n[:16]) == `boundary_violati` && string(n[16:20]) == `ons"` {
+			return memberViolations, valueAt(d, i+1+20)
 		}
 	case 't' | 'r'<<8 | 'a'<<16 | 'c'<<24:
-		if at(d, i+1, `trace"`) {
-			return memberTrace, valueAt(d, i+1+len(`trace"`))
+		if string(n[:6]) == `trace"` {
+			return memberTrace, valueAt(d, i+1+6)
 		}
 	}
 	return 0, i
 }
 
 func toolCheckMemberAt(d []byte, i int) (uint32, int) {
-	switch first4(d, i+1) {
+	const longest = len(`passed"`)
+	if i+1+longest > len(d) {
+		return memberNearEnd(d, i, toolCheckMember)
+	}
+	n := d[i+1 : i+1+longest]
+	switch binary.LittleEndian.Uint32(n) {
 	case 'n' | 'a'<<8 | 'm'<<16 | 'e'<<24:
-		if at(d, i+1, `name"`) {
-			return memberName, valueAt(d, i+1+len(`name"`))
+		if string(n[:5]) == `name"` {
+			return memberName, valueAt(d, i+1+5)
 		}
 	case 'p' | 'a'<<8 | 's'<<16 | 's'<<24:
-		if at(d, i+1, `passed"`) {
-			return memberPassed, valueAt(d, i+1+len(`passed"`))
+		if string(n[:7]) == `passed"` {
+			return memberPassed, valueAt(d, i+1+7)
 		}
 	}
 	return 0, i
 }
 
 func traceMemberAt(d []byte, i int) (uint32, int) {
-	switch first4(d, i+1) {
+	const longest = len(`expected_steps"`)
+	if i+1+longest > len(d) {
+		return memberNearEnd(d, i, traceMember)
+	}
+	n := d[i+1 : i+1+longest]
+	switch binary.LittleEndian.Uint32(n) {
 	case 'e' | 'x'<<8 | 'p'<<16 | 'e'<<24:
-		if at(d, i+1, `expected_steps"`) {
-			return memberExpected, valueAt(d, i+1+len(`expected_steps"`))
+		if string(n[:15]) == `expected_steps"` {
+			return memberExpected, valueAt(d, i+1+15)
 		}
 	case 'o' | 'b'<<8 | 's'<<16 | 'e'<<24:
-		if at(d, i+1, `observed_steps"`) {
-			return memberObserved, valueAt(d, i+1+len(`observed_steps"`))
+		if string(n[:15]) == `observed_steps"` {
+			return memberObserved, valueAt(d, i+1+15)
 		}
 	}
 	return 0, i
 }
 
-// first4 returns the 4 bytes at d[i] as a little-endian number, or 0 where
-// there are fewer.
-func first4(d []byte, i int) uint32 {
-	if i+4 > len(d) {
-		return 0
+// memberNearEnd is a matcher where too few bytes are left for it to read
+// the longest name at once: the name ends at the next '"', and member
+// gives its bit.
+func memberNearEnd(d []byte, i int, member func([]byte) uint32) (uint32, int) {
+	j := bytes.IndexByte(d[i+1:], '"')
+	if j < 0 {
+		return 0, i
 	}
-	return binary.LittleEndian.Uint32(d[i:])
+	name := d[i+1 : i+1+j]
+	if bytes.IndexByte(name, '\\') >= 0 {
+		return 0, i // an escape: for the careful parser
+	}
+	if bit := member(name); bit != 0 {
+		return bit, valueAt(d, i+1+j+1)
+	}
+	return 0, i
 }
 
 // valueAt reads the ':' after a member name, which ends at d[i-1], and the
 // white space around it, and returns where the value starts; len(d) when
 // there is no ':', which no value reader accepts.
 func valueAt(d []byte, i int) int {
-	if i < len(d) && d[i] == ':' {
-		return skipWS(d, i+1)
+	if i+1 < len(d) && d[i] == ':' && d[i+1] > ' ' { // compact JSON
+		return i + 1
 	}
 	if i = skipWS(d, i); i < len(d) && d[i] == ':' {
 		return skipWS(d, i+1)
@@ -521,8 +553,14 @@ func violationAt(d []byte, i int) (violation, int, bool) {
 // numberAt reads the number at d[i] into n, and returns where it ends; n
 // must be from 0 to max, and an integer if integer is set.
 func numberAt(d []byte, i int, n *number, max float64, integer bool) (int, bool) {
-	end, bad := scanNumber(d, i, n)
-	return end, bad == numberOK && n.within(max, integer)
+	end, ok := shortNumber(d, i, n)
+	if !ok {
+		var bad numberError
+		if end, bad = scanAnyNumber(d, i, n); bad != numberOK {
+			return end, false
+		}
+	}
+	return end, n.within(max, integer)
 }
 
 // boolAt reads true or false at d[i].

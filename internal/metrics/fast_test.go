@@ -23,6 +23,16 @@ func TestFastPathAgrees(t *testing.T) {
 	for _, size := range benchbody.Sizes {
 		bodies["bench/"+size.Name] = size.Body()
 	}
+	// Member names too near the end of the body for the matchers to read
+	// the longest name at once.
+	for name, body := range map[string]string{
+		"run_id":        `{"cases":[{"case_id":"a","status":"pass","latency_ms":1}],"run_id":"r"}`,
+		"cost_currency": `{"run_id":"r","cases":[{"case_id":"a","status":"pass","latency_ms":1,"cost":1}],"cost_currency":"EUR"}`,
+		"cost":          `{"run_id":"r","cost_currency":"EUR","cases":[{"case_id":"a","status":"pass","latency_ms":1,"cost":1}]}`,
+		"status":        `{"run_id":"r","cases":[{"case_id":"a","latency_ms":1,"status":"pass"}]}`,
+	} {
+		bodies["bench/near-end/"+name] = []byte(body)
+	}
 	respaced := map[string][]byte{}
 	for name, body := range bodies {
 		if _, err := metrics.ComputeCarefully(body); err != nil {

@@ -101,7 +101,7 @@ func shortNumber(d []byte, i int, n *number) (int, bool) {
 			zeros := bits.TrailingZeros64(w^ones*'0') / 8 // leading zeros
 			digits = f - min(zeros, f)
 		}
-		mant = mant*pow10Uint(f) + digitsValue(w, f)
+		mant = mant*pow10s[f] + digitsValue(w, f)
 		exp = -f
 		end += 1 + f
 		// As in scanAnyNumber: no trailing zero, and 10^-6 or more.
@@ -134,6 +134,9 @@ func shortNumber(d []byte, i int, n *number) (int, bool) {
 }
 
 const ones, highs = 0x0101010101010101, 0x8080808080808080
+
+// pow10s are the powers of ten a fraction of shortNumber scales by.
+var pow10s = [8]uint64{1, 10, 100, 1000, 10000, 100000, 1000000, 10000000}
 
 // notDigits marks with its high bit each byte of w (8 bytes,
 // little-endian) that is not a decimal digit, exactly.
