@@ -6,13 +6,15 @@ import (
 )
 
 // byteSet numbers distinct byte strings in the order they are added. It is
-// an open-addressing hash table over slices of the body: unlike a
-// map[string]int it allocates no string per member, which was a third of
-// the engine's time on case_ids (see `make bench`).
+// an open-addressing hash table that copies its members into one buffer:
+// unlike a map[string]int it allocates no string per member, which was a
+// third of the engine's time on case_ids (see `make bench`), and unlike a
+// table of slices it holds no pointer for the collector to follow.
 type byteSet struct {
 	seed  maphash.Seed
-	slots []int32 // 1 + index into keys; 0 is empty
-	keys  [][]byte
+	slots []int32 // 1 + a member's number; 0 is empty
+	data  []byte  // the members, one after another
+	ends  []int32 // where each member ends in data
 }
 
 // newByteSet makes a set for up to n members.
@@ -21,33 +23,48 @@ func newByteSet(n int) *byteSet {
 	for size < 2*n {
 		size *= 2
 	}
-	return &byteSet{seed: maphash.MakeSeed(), slots: make([]int32, size), keys: make([][]byte, 0, n)}
+	return &byteSet{
+		seed:  maphash.MakeSeed(),
+		slots: make([]int32, size),
+		data:  make([]byte, 0, n*32), // most identifiers are shorter
+		ends:  make([]int32, 0, n),
+	}
+}
+
+// member returns member k.
+func (s *byteSet) member(k int) []byte {
+	start := int32(0)
+	if k > 0 {
+		start = s.ends[k-1]
+	}
+	return s.data[start:s.ends[k]]
 }
 
 // add returns the number of b, and whether b was new.
 func (s *byteSet) add(b []byte) (int, bool) {
-	if 2*len(s.keys) >= len(s.slots) {
+	if 2*len(s.ends) >= len(s.slots) {
 		s.grow()
 	}
 	mask := uint64(len(s.slots) - 1)
 	for i := maphash.Bytes(s.seed, b) & mask; ; i = (i + 1) & mask {
 		slot := s.slots[i]
 		if slot == 0 {
-			s.keys = append(s.keys, b)
-			s.slots[i] = int32(len(s.keys))
-			return len(s.keys) - 1, true
+			s.data = append(s.data, b...)
+			s.ends = append(s.ends, int32(len(s.data)))
+			s.slots[i] = int32(len(s.ends))
+			return len(s.ends) - 1, true
 		}
-		if bytes.Equal(s.keys[slot-1], b) {
+		if bytes.Equal(s.member(int(slot-1)), b) {
 			return int(slot - 1), false
 		}
 	}
 }
 
 func (s *byteSet) grow() {
-	bigger := newByteSet(2 * len(s.slots))
+	bigger := newByteSet(len(s.slots))
 	bigger.seed = s.seed
-	for _, k := range s.keys {
-		bigger.add(k)
+	for k := range s.ends {
+		bigger.add(s.member(k))
 	}
 	*s = *bigger
 }

@@ -48,7 +48,7 @@ type tally struct {
 
 // group is a repeat_group's cases so far.
 type group struct {
-	size   int
+	size   int32 // at most MaxCases
 	status status
 	mixed  bool
 }

@@ -64,7 +64,7 @@ func Canonical(body []byte) ([]byte, error) {
 }
 
 // hashChunk is how much canonical form the parser holds before it hashes it.
-const hashChunk = 8 << 10
+const hashChunk = 2 << 10
 
 type parser struct {
 	data []byte
