@@ -17,16 +17,17 @@ type byteSet struct {
 	ends  []int32 // where each member ends in data
 }
 
-// newByteSet makes a set for up to n members.
-func newByteSet(n int) *byteSet {
-	size := 16
-	for size < 2*n {
-		size *= 2
+// newByteSet makes a set for up to n members of about size bytes each; it
+// grows past either.
+func newByteSet(n, size int) *byteSet {
+	slots := 16
+	for slots < 2*n {
+		slots *= 2
 	}
 	return &byteSet{
 		seed:  maphash.MakeSeed(),
-		slots: make([]int32, size),
-		data:  make([]byte, 0, n*32), // most identifiers are shorter
+		slots: make([]int32, slots),
+		data:  make([]byte, 0, n*size),
 		ends:  make([]int32, 0, n),
 	}
 }
@@ -61,7 +62,7 @@ func (s *byteSet) add(b []byte) (int, bool) {
 }
 
 func (s *byteSet) grow() {
-	bigger := newByteSet(len(s.slots))
+	bigger := newByteSet(len(s.slots), len(s.data)/max(1, len(s.ends)))
 	bigger.seed = s.seed
 	for k := range s.ends {
 		bigger.add(s.member(k))

@@ -6,7 +6,7 @@ import (
 )
 
 func TestByteSet(t *testing.T) {
-	s := newByteSet(2) // grows several times below
+	s := newByteSet(2, 1) // grows several times below
 	want := map[string]int{}
 	for i := range 1000 {
 		key := strconv.Itoa(i % 700) // 300 repeats

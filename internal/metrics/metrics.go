@@ -96,7 +96,7 @@ func (t *tally) add(c *observation) {
 	}
 	if c.has&hasRepeatGroup != 0 {
 		if t.groupNames == nil {
-			t.groupNames = newByteSet(cap(t.latencies))
+			t.groupNames = newByteSet(cap(t.latencies), typicalGroupBytes)
 			t.groups = make([]group, 0, cap(t.latencies))
 		}
 		g, added := t.groupNames.add(c.repeatGroup)

@@ -38,6 +38,14 @@ const (
 // possible case allocated several times what bodies of real cases need.
 const typicalCaseBytes = 128
 
+// typicalIDBytes and typicalGroupBytes size the sets of case_ids and
+// repeat groups alike: an identifier of a case tends to be longer than the
+// name of a group.
+const (
+	typicalIDBytes    = 32
+	typicalGroupBytes = 8
+)
+
 // Parse reads and validates a metrics request. A body that is not I-JSON
 // (RFC 7493: malformed, invalid UTF-8, duplicate names, trailing data) fails
 // with api.CodeMalformedJSON; a well-formed body that breaks the schema fails
@@ -89,8 +97,8 @@ func newParser(body []byte, h hash.Hash) *parser {
 		capacity = len(body)
 	}
 	p.canon = make([]byte, 0, capacity)
-	p.kase.checks = make([]toolCheck, 0, MaxToolChecks)
-	p.kase.reported = make([]violation, 0, MaxViolations)
+	p.kase.checks = make([]toolCheck, 0, 4) // grown by the first case with more
+	p.kase.reported = make([]violation, 0, 4)
 	return p
 }
 
@@ -332,7 +340,7 @@ func (p *parser) cases() error {
 // members.
 func (p *parser) beginCases() {
 	p.req.tally.init(min(MaxCases, len(p.data)/typicalCaseBytes+8))
-	p.ids = newByteSet(cap(p.req.tally.latencies))
+	p.ids = newByteSet(cap(p.req.tally.latencies), typicalIDBytes)
 	p.canon = append(p.canon, `{"cases":[`...)
 }
 
