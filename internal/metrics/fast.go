@@ -7,23 +7,25 @@ import (
 	"math/bits"
 )
 
-// The fast path (docs/design.md §5.1). Nearly every request is valid and
-// plain: printable ASCII strings with no escapes, known members only.
-// readFast reads such a request straight from its bytes, without the
-// structural index and without the bookkeeping that exact errors need:
-// each object's members are bits, each value is read where it starts.
+// The fast path (docs/design.md#51-reading-the-body). Nearly every
+// request is valid and plain: known members only, identifiers and enums
+// with no escapes. readFast reads such a request straight from its bytes,
+// without the structural index and without the bookkeeping that exact
+// errors need: each object's members are bits, each value is read where it
+// starts.
 //
 // At the first thing it does not expect, valid or not (an escape, a byte
-// above 0x7E, an unknown member, a value out of range, a missing member),
-// it gives up, and the careful parser reads the body from the start. So the
-// fast path decides nothing on its own: it accepts only requests that the
-// careful parser accepts, and gives them the same canonical form and the
-// same counts, through the same number reader, canonical writer and tally.
-// TestFastPathAgrees and FuzzFastPath compare the two.
+// that no identifier holds, an unknown member, a value out of range, a
+// missing member), it gives up, and the careful parser reads the body from
+// the start. So the fast path decides nothing on its own: it accepts only
+// requests that the careful parser accepts, and gives them the same
+// canonical form and the same counts, through the same number reader,
+// canonical writer and tally. TestFastPathAgrees and FuzzFastPath compare
+// the two.
 
 // readFast reads the request in p.data into p.req and p.canon. It reports
 // false when the careful parser must read the body instead; p is then
-// half-written and must be reset.
+// half-written, for restart to undo.
 func (p *parser) readFast() bool {
 	d := p.data
 	i := skipWS(d, 0)

@@ -121,16 +121,22 @@ func shortNumber(d []byte, i int, n *number) (int, bool) {
 		mant /= 10
 		exp++
 	}
-	// Exact operands, one rounding, as in scanAnyNumber's fast path.
-	n.f = float64(mant)
+	n.f, n.mant, n.exp = exactValue(mant, exp), mant, int32(exp)
+	return end, true
+}
+
+// exactValue returns mant × 10^exp, where mant has at most 15 digits and
+// exp is from -22 to 22: both operands are exact doubles, so the result
+// is rounded once (Clinger's fast path).
+func exactValue(mant uint64, exp int) float64 {
+	f := float64(mant)
 	switch {
 	case exp > 0:
-		n.f *= math.Pow10(exp)
+		f *= math.Pow10(exp)
 	case exp < 0:
-		n.f /= math.Pow10(-exp)
+		f /= math.Pow10(-exp)
 	}
-	n.mant, n.exp = mant, int32(exp)
-	return end, true
+	return f
 }
 
 const ones, highs = 0x0101010101010101, 0x8080808080808080
@@ -247,16 +253,8 @@ func scanAnyNumber(d []byte, start int, n *number) (int, numberError) {
 		exp++
 		digits--
 	}
-	// Clinger's fast path: both operands exact, so one rounding.
 	if !truncated && digits <= maxExactDigits && exp >= -22 && exp <= 22 {
-		n.f = float64(mant)
-		switch {
-		case exp > 0:
-			n.f *= math.Pow10(exp)
-		case exp < 0:
-			n.f /= math.Pow10(-exp)
-		}
-		n.mant, n.exp = mant, int32(exp)
+		n.f, n.mant, n.exp = exactValue(mant, exp), mant, int32(exp)
 		if n.neg {
 			n.f = -n.f
 		}

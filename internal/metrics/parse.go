@@ -53,8 +53,10 @@ const (
 // found at the end of its object, and the cost_currency rule at the end of
 // the request.
 //
-// It reads the body once: each case is hashed in canonical form and
-// counted as soon as it is read, so that nothing per case outlives it.
+// Each case is hashed in canonical form and counted as soon as it is read,
+// so that nothing per case outlives it. A plain, valid body is read once,
+// by the fast path; any other is read again by the careful parser, which
+// finds its error (docs/design.md#51-reading-the-body).
 func Parse(body []byte) (*Request, error) {
 	p := newParser(body, sha256.New())
 	return p.parse()
