@@ -123,12 +123,13 @@ bench: $(LOCALBIN) ## Benchmark the engine beside JSON validators (encoding/json
 	status=0; \
 	$(GO) run ./hack/bench/benchratio -target Compute/engine -max-allocs 100 \
 		-baseline 'Compute/json.Valid<=0.6' -baseline 'Compute/sonic.Valid<=2.5' -baseline 'Compute/json.Unmarshal-map<=0.5' \
-		-baseline Compute/go-json.Valid -baseline Compute/sha256 \
+		-baseline Compute/go-json.Valid -baseline Compute/sha256 -baseline Compute/careful \
 		$$(grep -q '^BenchmarkCompute/simdjson.Parse' $(LOCALBIN)/bench-engine.txt && echo -baseline Compute/simdjson.Parse) \
 		$(LOCALBIN)/bench-engine.txt || status=1; \
 	for size in 10KB 130KB 256KB; do \
 		$(GO) run ./hack/bench/benchratio -target ComputeSizes/$$size/engine -max-allocs 100 \
 			-baseline "ComputeSizes/$$size/json.Valid<=0.6" -baseline "ComputeSizes/$$size/sonic.Valid<=2.5" -baseline ComputeSizes/$$size/sha256 \
+			-baseline ComputeSizes/$$size/careful \
 			$(LOCALBIN)/bench-engine.txt || status=1; \
 	done; \
 	exit $$status
