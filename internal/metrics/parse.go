@@ -73,7 +73,9 @@ func Canonical(body []byte) ([]byte, error) {
 	return p.canon, nil
 }
 
-// hashChunk is how much canonical form the parser holds before it hashes it.
+// hashChunk is how much canonical form the parser holds before it hashes
+// it: enough that a call to the hash costs nothing much, and little to
+// allocate for every request.
 const hashChunk = 2 << 10
 
 type parser struct {
@@ -94,7 +96,7 @@ type parser struct {
 
 func newParser(body []byte, h hash.Hash) *parser {
 	p := &parser{data: body, req: &Request{}, hash: h}
-	capacity := min(hashChunk+hashChunk/2, len(body)+64) // a chunk and the largest case
+	capacity := min(hashChunk+hashChunk/2, len(body)+64) // a chunk and a usual case
 	if h == nil {
 		capacity = len(body)
 	}
