@@ -35,9 +35,10 @@ verify-fmt: ## Fail when a file is not gofmt-formatted.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "not gofmt-formatted:"; echo "$$out"; exit 1; fi
 
 .PHONY: vet
-vet: ## Run go vet.
+vet: ## Run go vet, also on the files of build tags that tests do not build (e2e, cputime).
 	$(GO) vet ./...
 	$(GO) vet -tags e2e ./test/e2e/
+	$(GO) vet -tags cputime ./internal/metrics/
 
 .PHONY: generate
 generate: ## Generate the DeepCopy methods of the API types (controller-gen, pinned in go.mod).
@@ -146,6 +147,10 @@ bench-index: $(LOCALBIN) ## Benchmark internal/jsonindex's builders (AVX2 where 
 .PHONY: bench-api
 bench-api: ## Load the API on loopback (real server and durable PostgreSQL) beside a json.Valid reference handler; print throughput, p50/p99, CPU per request (API and PostgreSQL), session opens/s, and throughput at 1, 2 and 4 API processes where the machine has the cores.
 	$(GO) run ./hack/bench/loadtest -duration 10s -concurrency 32 -replicas 1,2,4
+
+.PHONY: bench-ab
+bench-ab: ## Compare the engine's thread CPU time at REV (default HEAD) with the working tree's, in turn, ROUNDS times (default 3): for changes too small for wall-clock medians on a shared machine.
+	GO=$(GO) hack/bench/engine-ab.sh $(or $(REV),HEAD)
 
 .PHONY: bench-convert
 bench-convert: ## Convert a generated 200 MB Inspect AI log (.json, and as an .eval zip) and 200 MB of OTLP JSON lines beside Python's json.load of them; print wall times, peak RSS and the ratios.
