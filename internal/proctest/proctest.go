@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -56,15 +57,30 @@ func Start(t testing.TB, bin string, env []string, args ...string) {
 	})
 }
 
-// FreeAddr is a loopback address that was free a moment ago.
+// Ports that FreeAddr picks from: below the ephemeral ranges of Linux
+// (32768–60999) and macOS (49152–65535). A port that the kernel chose for
+// a listener on port 0 is ephemeral, and between FreeAddr's return and the
+// process's bind the kernel could give it to any outgoing connection of a
+// test running in parallel ("address already in use"); these it never
+// gives out by itself.
+const (
+	firstFreePort = 20000
+	freePorts     = 12000
+)
+
+// FreeAddr is a loopback address that was free a moment ago, on a port
+// outside the ephemeral range.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 100 {
+		addr := fmt.Sprintf("127.0.0.1:%d", firstFreePort+rand.IntN(freePorts))
+		if l, err := net.Listen("tcp", addr); err == nil {
+			l.Close()
+			return addr
+		}
 	}
-	defer l.Close()
-	return l.Addr().String()
+	t.Fatalf("no free port from %d to %d after 100 tries", firstFreePort, firstFreePort+freePorts-1)
+	return ""
 }
 
 // WaitOK waits up to a minute for GET url to answer 200.
