@@ -520,7 +520,9 @@ func at(d []byte, i int, s string) bool {
 	return i+len(s) <= len(d) && string(d[i:i+len(s)]) == s
 }
 
-// statusAt reads a status at d[i].
+// statusAt reads a status at d[i]. Its names are spelled here again, as
+// constants, and so are violationAt's: comparing with String() in a loop
+// made the engine about 5 % slower.
 func statusAt(d []byte, i int) (status, int, bool) {
 	switch {
 	case at(d, i, `"pass"`):

@@ -82,26 +82,26 @@ func shortNumber(d []byte, i int, n *number) (int, bool) {
 		return 0, false
 	}
 	w := binary.LittleEndian.Uint64(d[i:])
-	k := bits.TrailingZeros64(notDigits(w)) / 8
+	k := bits.TrailingZeros64(swar.NonDigits(w)) / 8
 	if k == 0 || k == 8 || k > 1 && d[i] == '0' {
 		return 0, false
 	}
-	mant := digitsValue(w, k)
+	mant := swar.DigitsValue(w, k)
 	end := i + k
 	exp := 0
 	lit := true // at most 7 digits: ECMAScript writes them as they are
 	if d[end] == '.' {
 		w := binary.LittleEndian.Uint64(d[end+1:])
-		f := bits.TrailingZeros64(notDigits(w)) / 8
+		f := bits.TrailingZeros64(swar.NonDigits(w)) / 8
 		if f == 0 || f == 8 {
 			return 0, false
 		}
 		digits := k + f // significant digits
 		if mant == 0 {
-			zeros := bits.TrailingZeros64(w^ones*'0') / 8 // leading zeros
+			zeros := bits.TrailingZeros64(swar.Highs&^swar.Match(w, '0')) / 8 // leading zeros
 			digits = f - min(zeros, f)
 		}
-		mant = mant*pow10s[f] + digitsValue(w, f)
+		mant = mant*pow10s[f] + swar.DigitsValue(w, f)
 		exp = -f
 		end += 1 + f
 		// As in scanAnyNumber: no trailing zero, and 10^-6 or more.
@@ -139,25 +139,8 @@ func exactValue(mant uint64, exp int) float64 {
 	return f
 }
 
-const ones, highs = 0x0101010101010101, 0x8080808080808080
-
 // pow10s are the powers of ten a fraction of shortNumber scales by.
 var pow10s = [8]uint64{1, 10, 100, 1000, 10000, 100000, 1000000, 10000000}
-
-// notDigits marks with its high bit each byte of w (8 bytes,
-// little-endian) that is not a decimal digit, exactly.
-func notDigits(w uint64) uint64 {
-	return (w | ^swar.Between(w&^highs, '0', '9')) & highs
-}
-
-// digitsValue returns the value of the k decimal digits (1 to 7) that
-// start w, the first the most significant.
-func digitsValue(w uint64, k int) uint64 {
-	w <<= 8 * (8 - k) // the digits to the top, zeros before them
-	w = (w & (ones * 0x0f)) * (10<<8 + 1) >> 8
-	w = (w & 0x00ff00ff00ff00ff) * (100<<16 + 1) >> 16
-	return (w & 0x0000ffff0000ffff) * (10000<<32 + 1) >> 32
-}
 
 // scanAnyNumber is scanNumber for every literal.
 func scanAnyNumber(d []byte, start int, n *number) (int, numberError) {

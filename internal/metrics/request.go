@@ -187,12 +187,10 @@ func isIDByte(c byte) bool {
 // notID marks with its high bit each byte of w (8 bytes, little-endian)
 // that is not an identifier byte (isIDByte), exactly.
 func notID(w uint64) uint64 {
-	low := w &^ highs                             // Between needs 7-bit bytes; the high bits mark non-ASCII
-	id := swar.Between(low|ones*0x20, 'a', 'z') | // a letter, upper case folded to lower
-		swar.Between(low, '0', ':') |
-		swar.Between(low, '-', '.') |
-		swar.Between(low, '_', '_')
-	return (w | ^id) & highs
+	const lower = 0x2020202020202020 // ORed in, folds each upper-case letter to lower case
+	id := swar.Between(w|lower, 'a', 'z') |
+		swar.Between(w, '0', ':') | swar.Between(w, '-', '.') | swar.Between(w, '_', '_')
+	return swar.Highs &^ id
 }
 
 func isAlnum(c byte) bool {

@@ -3,6 +3,10 @@
 // the converters.
 package swar
 
+// Highs has every byte's high bit, where this package's functions mark a
+// byte: ^m & Highs marks the bytes that m does not.
+const Highs = highs
+
 const (
 	ones  = 0x0101010101010101
 	highs = 0x8080808080808080
@@ -48,11 +52,25 @@ func Gather(m uint64) uint64 {
 }
 
 // Between marks with its high bit each byte of w from lo to hi, exactly,
-// where lo ≥ 1, hi < 0x7f and every byte of w is below 0x80 (mask w with
-// ^highs first otherwise).
+// where lo ≥ 1 and hi < 0x7f: a byte above 0x7f is never marked.
 func Between(w uint64, lo, hi byte) uint64 {
-	// Each sum stays within its byte: the low 7 bits plus at most 0x80.
-	atLeastLo := w + ones*uint64(0x80-lo)
-	aboveHi := w + ones*uint64(0x7f-hi)
-	return atLeastLo &^ aboveHi & highs
+	// Each sum of a byte's low 7 bits and at most 0x80 stays in its byte.
+	low := w &^ highs
+	atLeastLo := low + ones*uint64(0x80-lo)
+	aboveHi := low + ones*uint64(0x7f-hi)
+	return atLeastLo &^ aboveHi &^ w & highs
+}
+
+// NonDigits marks with its high bit each byte of w that is not a decimal
+// digit, exactly.
+func NonDigits(w uint64) uint64 { return ^Between(w, '0', '9') & highs }
+
+// DigitsValue returns the value of the k decimal digits (1 to 8) that
+// start w (little-endian), the first the most significant. The bytes after
+// them are ignored.
+func DigitsValue(w uint64, k int) uint64 {
+	w <<= 8 * (8 - k) // the digits to the top, zeros before them
+	w = (w & (ones * 0x0f)) * (10<<8 + 1) >> 8
+	w = (w & 0x00ff00ff00ff00ff) * (100<<16 + 1) >> 16
+	return (w & 0x0000ffff0000ffff) * (10000<<32 + 1) >> 32
 }

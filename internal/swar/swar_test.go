@@ -2,8 +2,12 @@ package swar
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math/bits"
+	"math/rand/v2"
 	"testing"
+
+	"github.com/evalmeter/evalmeter/internal/swar/swartest"
 )
 
 // TestStringStops puts every byte at every place of a word of plain bytes,
@@ -81,61 +85,50 @@ func TestMatch(t *testing.T) {
 	}
 }
 
-// TestControl puts every byte at every place beside every other byte:
-// every mark is exact.
+// TestControl: every mark is exact.
 func TestControl(t *testing.T) {
-	var w [8]byte
-	for at := range 8 {
-		for c := range 256 {
-			for other := range 256 {
-				for i := range w {
-					w[i] = byte(other)
-				}
-				w[at] = byte(c)
-				var want uint64
-				for i, b := range w {
-					if b < 0x20 {
-						want |= 0x80 << (8 * i)
-					}
-				}
-				if m := Control(binary.LittleEndian.Uint64(w[:])); m != want {
-					t.Fatalf("Control(%q) = %#x, want %#x", w, m, want)
-				}
-			}
+	swartest.Exact(t, "Control", Control, func(c byte) bool { return c < 0x20 })
+}
+
+// TestBetween checks the ranges that swar's users use and a grid of
+// others: every mark is exact, and no byte above 0x7f is marked.
+func TestBetween(t *testing.T) {
+	ranges := [][2]byte{{'a', 'z'}, {'A', 'Z'}, {'0', '9'}, {'0', ':'}, {'-', '.'}, {'_', '_'}, {1, 0x7e}}
+	for lo := 1; lo < 0x7f; lo += 9 {
+		for hi := lo; hi < 0x7f; hi += 13 {
+			ranges = append(ranges, [2]byte{byte(lo), byte(hi)})
 		}
+	}
+	for _, r := range ranges {
+		lo, hi := r[0], r[1]
+		swartest.Exact(t, fmt.Sprintf("Between[%#x,%#x]", lo, hi),
+			func(w uint64) uint64 { return Between(w, lo, hi) },
+			func(c byte) bool { return c >= lo && c <= hi })
 	}
 }
 
-// TestBetween checks a grid of ranges of 7-bit bytes, and those the
-// metrics engine uses, against every byte at every place beside every
-// other byte: every mark is exact.
-func TestBetween(t *testing.T) {
-	ranges := [][2]int{{'a', 'z'}, {'0', ':'}, {'-', '.'}, {'_', '_'}, {1, 0x7e}}
-	for lo := 1; lo < 0x7f; lo += 3 {
-		for hi := lo; hi < 0x7f; hi += 5 {
-			ranges = append(ranges, [2]int{lo, hi})
-		}
-	}
-	var w [8]byte
-	for _, r := range ranges {
-		lo, hi := r[0], r[1]
-		for at := range 8 {
-			for c := range 0x80 {
-				for other := range 0x80 {
-					for i := range w {
-						w[i] = byte(other)
-					}
-					w[at] = byte(c)
-					var want uint64
-					for i, b := range w {
-						if int(b) >= lo && int(b) <= hi {
-							want |= 0x80 << (8 * i)
-						}
-					}
-					if m := Between(binary.LittleEndian.Uint64(w[:]), byte(lo), byte(hi)); m != want {
-						t.Fatalf("Between(%q, %#x, %#x) = %#x, want %#x", w, lo, hi, m, want)
-					}
+// TestNonDigits: every mark is exact.
+func TestNonDigits(t *testing.T) {
+	swartest.Exact(t, "NonDigits", NonDigits, func(c byte) bool { return c < '0' || c > '9' })
+}
+
+// TestDigitsValue reads numbers of every length from 1 to 8 digits,
+// followed by other bytes.
+func TestDigitsValue(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for k := 1; k <= 8; k++ {
+		for range 10000 {
+			var w [8]byte
+			var want uint64
+			for i := range w {
+				w[i] = byte(rng.IntN(256))
+				if i < k {
+					w[i] = '0' + byte(rng.IntN(10))
+					want = want*10 + uint64(w[i]-'0')
 				}
+			}
+			if got := DigitsValue(binary.LittleEndian.Uint64(w[:]), k); got != want {
+				t.Fatalf("DigitsValue(%q, %d) = %d, want %d", w, k, got, want)
 			}
 		}
 	}
