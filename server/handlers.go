@@ -157,7 +157,9 @@ func (s *Server) recordMetrics(w http.ResponseWriter, r *http.Request, sess ledg
 	if err != nil {
 		return err
 	}
-	req, err := metrics.Parse(body)
+	meter := s.meters.Get().(*metrics.Meter)
+	defer s.meters.Put(meter) // req is meter's: nothing of it outlives this call
+	req, err := meter.Parse(body)
 	var merr *api.Error
 	if errors.As(err, &merr) {
 		return engineError(merr)

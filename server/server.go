@@ -76,6 +76,7 @@ type Server struct {
 	traced    bool         // Config.TracerProvider was set
 	sessions  *sessionMemo // sessions read from the ledger
 	bodies    sync.Pool    // of *[]byte holding metrics.MaxBodyBytes+1, for request bodies
+	meters    sync.Pool    // of *metrics.Meter: a reused one reads a request without allocating
 	receipts  *receipt.Signer
 	// receiptKeys is the served JWK Set, marshaled once; nil without Receipts.
 	receiptKeys []byte
@@ -131,6 +132,7 @@ func New(cfg Config) (*Server, error) {
 		b := make([]byte, metrics.MaxBodyBytes+1)
 		return &b
 	}
+	s.meters.New = func() any { return new(metrics.Meter) }
 	s.handler = s.routes()
 	if cfg.TracerProvider != nil {
 		s.traced = true

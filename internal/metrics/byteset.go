@@ -3,6 +3,7 @@ package metrics
 import (
 	"bytes"
 	"hash/maphash"
+	"slices"
 )
 
 // byteSet numbers distinct byte strings in the order they are added. It is
@@ -20,16 +21,27 @@ type byteSet struct {
 // newByteSet makes a set for up to n members of about size bytes each; it
 // grows past either.
 func newByteSet(n, size int) *byteSet {
+	s := new(byteSet)
+	s.reset(n, size)
+	return s
+}
+
+// reset empties s and sizes it for up to n members of about size bytes
+// each, keeping the storage it has.
+func (s *byteSet) reset(n, size int) {
 	slots := 16
 	for slots < 2*n {
 		slots *= 2
 	}
-	return &byteSet{
-		seed:  maphash.MakeSeed(),
-		slots: make([]int32, slots),
-		data:  make([]byte, 0, n*size),
-		ends:  make([]int32, 0, n),
+	if cap(s.slots) >= slots {
+		s.slots = s.slots[:slots]
+		clear(s.slots)
+	} else {
+		s.slots = make([]int32, slots)
 	}
+	s.seed = maphash.MakeSeed()
+	s.data = slices.Grow(s.data[:0], n*size)
+	s.ends = slices.Grow(s.ends[:0], n)
 }
 
 // member returns member k.

@@ -9,7 +9,8 @@ import (
 // ComputeCarefully is Compute without the fast path, for tests that
 // compare the two.
 func ComputeCarefully(body []byte) (*api.Metrics, error) {
-	p := newParser(body, sha256.New())
+	var p parser
+	p.reset(body, sha256.New(), new(Request))
 	p.careful = true
 	r, err := p.parse()
 	if err != nil {
@@ -20,5 +21,7 @@ func ComputeCarefully(body []byte) (*api.Metrics, error) {
 
 // TakesFastPath reports whether the fast path reads body to the end.
 func TakesFastPath(body []byte) bool {
-	return newParser(body, nil).readFast()
+	var p parser
+	p.reset(body, nil, new(Request))
+	return p.readFast()
 }

@@ -11,6 +11,7 @@ package metrics
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"hash"
 	"math/bits"
 	"slices"
 
@@ -23,7 +24,32 @@ const SchemaVersion = "1.0"
 // Compute parses and validates body and returns its metrics. Errors are
 // *api.Error values.
 func Compute(body []byte) (*api.Metrics, error) {
-	r, err := Parse(body)
+	return new(Meter).Compute(body)
+}
+
+// A Meter reads one request at a time and keeps its memory for the next,
+// so that a server that reuses Meters (from a sync.Pool) allocates little
+// more per request than the result. The zero Meter is ready to use. A
+// Meter is not safe for concurrent use.
+type Meter struct {
+	p    parser
+	req  Request
+	hash hash.Hash
+}
+
+// Parse is the package's Parse with m's memory. The Request it returns is
+// m's, valid until m's next call.
+func (m *Meter) Parse(body []byte) (*Request, error) {
+	if m.hash == nil {
+		m.hash = sha256.New()
+	}
+	m.p.reset(body, m.hash, &m.req)
+	return m.p.parse()
+}
+
+// Compute is the package's Compute with m's memory.
+func (m *Meter) Compute(body []byte) (*api.Metrics, error) {
+	r, err := m.Parse(body)
 	if err != nil {
 		return nil, err
 	}
@@ -42,7 +68,7 @@ type tally struct {
 	tools      api.ToolChecks
 	violations api.BoundaryViolations
 	trace      api.TraceCompleteness
-	groupNames *byteSet
+	groupNames byteSet
 	groups     []group // by number in groupNames
 }
 
@@ -53,9 +79,19 @@ type group struct {
 	mixed  bool
 }
 
+// reset empties t, keeping its storage.
+func (t *tally) reset() {
+	*t = tally{
+		latencies:  t.latencies[:0],
+		costs:      t.costs[:0],
+		groupNames: t.groupNames, // reset by the first repeat group
+		groups:     t.groups[:0],
+	}
+}
+
 // init sizes the tally for up to n cases.
 func (t *tally) init(n int) {
-	t.latencies = make([]float64, 0, n)
+	t.latencies = slices.Grow(t.latencies, n)
 }
 
 func (t *tally) add(c *observation) {
@@ -77,8 +113,8 @@ func (t *tally) add(c *observation) {
 		t.tokens.Output += int64(c.output.f)
 	}
 	if c.has&hasCost != 0 {
-		if t.costs == nil {
-			t.costs = make([]number, 0, cap(t.latencies))
+		if len(t.costs) == 0 {
+			t.costs = slices.Grow(t.costs, cap(t.latencies))
 		}
 		t.costs = append(t.costs, c.cost)
 	}
@@ -95,9 +131,9 @@ func (t *tally) add(c *observation) {
 		t.trace.ObservedSteps += int64(c.observed.f)
 	}
 	if c.has&hasRepeatGroup != 0 {
-		if t.groupNames == nil {
-			t.groupNames = newByteSet(cap(t.latencies), typicalGroupBytes)
-			t.groups = make([]group, 0, cap(t.latencies))
+		if len(t.groups) == 0 {
+			t.groupNames.reset(cap(t.latencies), typicalGroupBytes)
+			t.groups = slices.Grow(t.groups, cap(t.latencies))
 		}
 		g, added := t.groupNames.add(c.repeatGroup)
 		if added {

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"hash"
 	"math"
+	"slices"
 
 	"github.com/evalmeter/evalmeter/api"
 )
@@ -58,15 +59,15 @@ const (
 // by the fast path; any other is read again by the careful parser, which
 // finds its error (docs/design.md#51-reading-the-body).
 func Parse(body []byte) (*Request, error) {
-	p := newParser(body, sha256.New())
-	return p.parse()
+	return new(Meter).Parse(body)
 }
 
 // Canonical returns the RFC 8785 (JCS) form of a valid request as it was
 // received: no member added, none dropped, boundary codes not de-duplicated.
 // Its SHA-256 is the result's integrity.canonical_sha256.
 func Canonical(body []byte) ([]byte, error) {
-	p := newParser(body, nil)
+	var p parser
+	p.reset(body, nil, new(Request))
 	if _, err := p.parse(); err != nil {
 		return nil, err
 	}
@@ -87,23 +88,35 @@ type parser struct {
 	req   *Request
 
 	kase    observation // the case being read
-	ids     *byteSet    // case_ids seen
+	ids     byteSet     // case_ids seen
 	anyCost bool
 	hash    hash.Hash // of the canonical form; nil: keep it whole in canon
 	canon   []byte    // canonical form not yet hashed
 	careful bool      // skip the fast path: for tests that compare the two
 }
 
-func newParser(body []byte, h hash.Hash) *parser {
-	p := &parser{data: body, req: &Request{}, hash: h}
+// reset prepares p to read body into r, hashing its canonical form with h
+// (nil: keeping it whole in p.canon). It keeps the storage of the bodies
+// p read before, which a Meter reuses.
+func (p *parser) reset(body []byte, h hash.Hash, r *Request) {
 	capacity := min(hashChunk+hashChunk/2, len(body)+64) // a chunk and a usual case
 	if h == nil {
 		capacity = len(body)
+		p.canon = nil // returned by Canonical: not to be reused
 	}
-	p.canon = make([]byte, 0, capacity)
-	p.kase.checks = make([]toolCheck, 0, 4) // grown by the first case with more
-	p.kase.reported = make([]violation, 0, 4)
-	return p
+	*p = parser{
+		data:   body,
+		cursor: cursor{idx: p.idx[:0]},
+		req:    r,
+		kase: observation{
+			checks:   slices.Grow(p.kase.checks[:0], 4), // grown by the first case with more
+			reported: slices.Grow(p.kase.reported[:0], 4),
+		},
+		ids:   p.ids, // reset by beginCases
+		hash:  h,
+		canon: slices.Grow(p.canon[:0], capacity),
+	}
+	p.restart()
 }
 
 func (p *parser) parse() (*Request, error) {
@@ -129,8 +142,7 @@ func (p *parser) parse() (*Request, error) {
 
 // restart undoes what the fast path did before it gave up.
 func (p *parser) restart() {
-	p.req = &Request{}
-	p.ids = nil
+	p.req.reset()
 	p.anyCost = false
 	p.canon = p.canon[:0]
 	if p.hash != nil {
@@ -344,7 +356,7 @@ func (p *parser) cases() error {
 // members.
 func (p *parser) beginCases() {
 	p.req.tally.init(min(MaxCases, len(p.data)/typicalCaseBytes+8))
-	p.ids = newByteSet(cap(p.req.tally.latencies), typicalIDBytes)
+	p.ids.reset(cap(p.req.tally.latencies), typicalIDBytes)
 	p.canon = append(p.canon, `{"cases":[`...)
 }
 

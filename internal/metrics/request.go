@@ -27,6 +27,12 @@ type Request struct {
 	digest       [32]byte
 }
 
+// reset empties r for the next request, keeping its storage.
+func (r *Request) reset() {
+	r.tally.reset()
+	*r = Request{tally: r.tally}
+}
+
 // observation is the CaseObservation being read.
 type observation struct {
 	id          []byte

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"slices"
 	"unicode/utf8"
 
 	"github.com/evalmeter/evalmeter/api"
@@ -61,8 +62,7 @@ func (p *parser) start() {
 		// to a whole block.
 		size = min(window, len(p.data)) + 64 + 1
 	}
-	p.idx = make([]uint32, 1, size)
-	p.idx[0] = endOfWindow
+	p.idx = append(slices.Grow(p.idx[:0], size), endOfWindow)
 	p.cur = -1
 	if p.bytewise {
 		p.skipSpace()
