@@ -38,21 +38,27 @@ const (
 )
 
 // Request is a metrics request (docs/design.md#36-metrics-request).
+//
+// Its fields, and Case's, are in the order RFC 8785 sorts their names, so
+// that Marshal writes the request in canonical form: the body the CLI
+// posts is the payload whose SHA-256 the service returns, which anyone can
+// check with sha256sum, and the service takes each case as it is written
+// (docs/design.md#51-reading-the-body).
 type Request struct {
-	RunID        string `json:"run_id"`
-	CostCurrency string `json:"cost_currency,omitempty"`
 	Cases        []Case `json:"cases"`
+	CostCurrency string `json:"cost_currency,omitempty"`
+	RunID        string `json:"run_id"`
 }
 
 // Case is one case observation. A nil pointer is a value the tool did not report.
 type Case struct {
 	ID           string      `json:"case_id"`
-	Status       Status      `json:"status"`
-	LatencyMS    float64     `json:"latency_ms"`
-	RepeatGroup  string      `json:"repeat_group,omitempty"`
-	InputTokens  *int64      `json:"input_tokens,omitempty"`
-	OutputTokens *int64      `json:"output_tokens,omitempty"`
 	Cost         *float64    `json:"cost,omitempty"`
+	InputTokens  *int64      `json:"input_tokens,omitempty"`
+	LatencyMS    float64     `json:"latency_ms"`
+	OutputTokens *int64      `json:"output_tokens,omitempty"`
+	RepeatGroup  string      `json:"repeat_group,omitempty"`
+	Status       Status      `json:"status"`
 	ToolChecks   []ToolCheck `json:"tool_checks,omitempty"`
 	Trace        *Trace      `json:"trace,omitempty"`
 }
@@ -69,7 +75,8 @@ type Trace struct {
 	ObservedSteps int `json:"observed_steps"`
 }
 
-// Marshal returns the request as compact JSON, the form that is posted.
+// Marshal returns the request as compact JSON, the form that is posted:
+// its canonical form (RFC 8785), which the service hashes.
 func (r *Request) Marshal() ([]byte, error) { return json.Marshal(r) }
 
 // Options controls a conversion.

@@ -1,6 +1,7 @@
 package convert
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
@@ -30,15 +31,20 @@ func convertOK(t *testing.T, format string, paths ...string) *Result {
 	return res
 }
 
-// checkValid fails the test when the engine refuses the request.
+// checkValid fails the test when the engine refuses the request, or when
+// the request is not in its canonical form.
 func checkValid(t testing.TB, res *Result) {
 	t.Helper()
 	body, err := res.Request.Marshal()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := metrics.Compute(body); err != nil {
+	canonical, err := metrics.Canonical(body)
+	if err != nil {
 		t.Fatalf("the engine refuses the converted request: %v\n%s", err, body)
+	}
+	if !bytes.Equal(canonical, body) {
+		t.Fatalf("the converted request is not in canonical form:\n%s\nwant\n%s", body, canonical)
 	}
 }
 

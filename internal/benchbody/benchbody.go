@@ -6,6 +6,8 @@ package benchbody
 import (
 	"bytes"
 	"fmt"
+	"slices"
+	"strconv"
 	"testing"
 )
 
@@ -22,29 +24,70 @@ var Sizes = []Size{
 	{"256KB", 500, 5},
 }
 
-// Body is a valid compact request of s.Cases cases with s.Checks tool
-// checks each, every optional member present, as the CLI writes it.
-func (s Size) Body() []byte {
+// Body is a valid request of s.Cases cases with s.Checks tool checks
+// each, every optional member present, as the CLI writes it
+// (convert.Request.Marshal): compact, members in RFC 8785 order, numbers
+// as ECMAScript writes them. It is its own canonical form.
+func (s Size) Body() []byte { return s.body(true) }
+
+// Reordered is Body with each object's members in another order, as a
+// client that does not sort them sends it: the same request, whose cases
+// the engine must write in canonical form.
+func (s Size) Reordered() []byte { return s.body(false) }
+
+func (s Size) body(sorted bool) []byte {
 	var b bytes.Buffer
-	b.WriteString(`{"run_id":"bench-run-2026-11-23","cost_currency":"USD","cases":[`)
+	if sorted {
+		b.WriteString(`{"cases":[`)
+	} else {
+		b.WriteString(`{"run_id":"bench-run-2026-11-23","cost_currency":"USD","cases":[`)
+	}
 	for i := range s.Cases {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		fmt.Fprintf(&b, `{"case_id":"suite.module.test_case_%04d","status":"%s","latency_ms":%d.%03d,"repeat_group":"group-%03d",`+
-			`"input_tokens":%d,"output_tokens":%d,"cost":0.%06d,"tool_checks":[`,
-			i, [...]string{"pass", "fail", "error", "timeout"}[i%4], 1000+i*37%90000, i%1000, i/3, 1000+i*13, 200+i*7, 1+i*31%999999)
+		var checks bytes.Buffer
 		for j := range s.Checks {
 			if j > 0 {
+				checks.WriteByte(',')
+			}
+			fmt.Fprintf(&checks, `{"name":"tool.check_%02d.verify","passed":%t}`, j, (i+j)%5 != 0)
+		}
+		m := map[string]string{
+			"boundary_violations": `["scope_escape"]`,
+			"case_id":             fmt.Sprintf(`"suite.module.test_case_%04d"`, i),
+			"cost":                number(float64(1+i*31%999999) / 1e6),
+			"input_tokens":        strconv.Itoa(1000 + i*13),
+			"latency_ms":          number(float64(1000+i*37%90000) + float64(i%1000)/1000),
+			"output_tokens":       strconv.Itoa(200 + i*7),
+			"repeat_group":        fmt.Sprintf(`"group-%03d"`, i/3),
+			"status":              `"` + [...]string{"pass", "fail", "error", "timeout"}[i%4] + `"`,
+			"tool_checks":         "[" + checks.String() + "]",
+			"trace":               fmt.Sprintf(`{"expected_steps":%d,"observed_steps":%d}`, 10+i%7, 10-i%5),
+		}
+		names := []string{"case_id", "status", "latency_ms", "repeat_group", "input_tokens", "output_tokens", "cost", "tool_checks", "boundary_violations", "trace"}
+		if sorted {
+			slices.Sort(names)
+		}
+		b.WriteByte('{')
+		for k, name := range names {
+			if k > 0 {
 				b.WriteByte(',')
 			}
-			fmt.Fprintf(&b, `{"name":"tool.check_%02d.verify","passed":%t}`, j, (i+j)%5 != 0)
+			fmt.Fprintf(&b, `"%s":%s`, name, m[name])
 		}
-		fmt.Fprintf(&b, `],"boundary_violations":["scope_escape"],"trace":{"expected_steps":%d,"observed_steps":%d}}`, 10+i%7, 10-i%5)
+		b.WriteByte('}')
 	}
-	b.WriteString(`]}`)
+	if sorted {
+		b.WriteString(`],"cost_currency":"USD","run_id":"bench-run-2026-11-23"}`)
+	} else {
+		b.WriteString(`]}`)
+	}
 	return b.Bytes()
 }
+
+// number writes f as JSON encoders and ECMAScript do.
+func number(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
 
 // Run runs f as the sub-benchmark name of b, in bytes of body a second;
 // f reports whether it did its work on body, and the benchmark fails when

@@ -25,3 +25,12 @@ func TakesFastPath(body []byte) bool {
 	p.reset(body, nil, new(Request))
 	return p.readFast()
 }
+
+// CasesTakenAsWritten returns how many of body's cases the fast path
+// takes as their own canonical form.
+func CasesTakenAsWritten(body []byte) int {
+	var p parser
+	p.reset(body, nil, new(Request))
+	p.readFast()
+	return p.asWritten
+}

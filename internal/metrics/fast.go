@@ -78,14 +78,20 @@ func (p *parser) fastCases(d []byte, i int) (int, bool) {
 		if n == MaxCases {
 			return i, false
 		}
-		var ok bool
-		if i, ok = p.fastCase(d, i, &p.kase); !ok {
-			return i, false
+		start := i
+		var canonical []byte // the case's canonical form, when it is its bytes
+		end, ok := canonicalCase(d, i, &p.kase)
+		if ok {
+			canonical = d[start:end]
+		} else if end, ok = p.fastCase(d, i, &p.kase); !ok {
+			return end, false
 		}
+		i = end
 		if _, added := p.ids.add(p.kase.id); !added {
 			return i, false
 		}
-		p.addCase(n)
+		p.anyCost = p.anyCost || p.kase.has&hasCost != 0
+		p.addCase(n, canonical)
 		if i = skipWS(d, i); i >= len(d) {
 			return i, false
 		}
@@ -133,7 +139,6 @@ func (p *parser) fastCase(d []byte, i int, c *observation) (int, bool) {
 		case memberCost:
 			i, ok = numberAt(d, i, &c.cost, MaxCost, false)
 			c.has |= hasCost
-			p.anyCost = true
 		case memberToolChecks:
 			i, ok = fastToolChecks(d, i, c)
 			c.has |= hasToolChecks
@@ -153,6 +158,145 @@ func (p *parser) fastCase(d []byte, i int, c *observation) (int, bool) {
 	}
 	const required = memberCaseID | memberStatus | memberLatency
 	return i, i >= 0 && seen&required == required
+}
+
+// canonicalCase reads the case at d[i] when it is written in canonical
+// form, as the CLI writes it: members in RFC 8785 order, no white space,
+// numbers as ECMAScript writes them (docs/design.md#51-reading-the-body).
+// Its canonical form is then its own bytes, and nothing needs writing. It
+// reports false at the first byte that canonical form would not have
+// there, for fastCase to read the case instead.
+func canonicalCase(d []byte, i int, c *observation) (int, bool) {
+	c.reset()
+	if !at(d, i, `{`) {
+		return i, false
+	}
+	i++
+	ok := true
+	if at(d, i, `"boundary_violations":[`) {
+		c.has |= hasViolations
+		if i, ok = canonicalViolations(d, i+len(`"boundary_violations":[`), c); !ok || !at(d, i, `,`) {
+			return i, false
+		}
+		i++
+	}
+	if !at(d, i, `"case_id":`) {
+		return i, false
+	}
+	if c.id, i, ok = idAt(d, i+len(`"case_id":`), MaxIDLength); !ok {
+		return i, false
+	}
+	if at(d, i, `,"cost":`) {
+		c.has |= hasCost
+		if i, ok = canonicalNumberAt(d, i+len(`,"cost":`), &c.cost, MaxCost, false); !ok {
+			return i, false
+		}
+	}
+	if at(d, i, `,"input_tokens":`) {
+		c.has |= hasInput
+		if i, ok = canonicalNumberAt(d, i+len(`,"input_tokens":`), &c.input, MaxTokens, true); !ok {
+			return i, false
+		}
+	}
+	if !at(d, i, `,"latency_ms":`) {
+		return i, false
+	}
+	if i, ok = canonicalNumberAt(d, i+len(`,"latency_ms":`), &c.latency, MaxLatencyMS, false); !ok {
+		return i, false
+	}
+	if at(d, i, `,"output_tokens":`) {
+		c.has |= hasOutput
+		if i, ok = canonicalNumberAt(d, i+len(`,"output_tokens":`), &c.output, MaxTokens, true); !ok {
+			return i, false
+		}
+	}
+	if at(d, i, `,"repeat_group":`) {
+		c.has |= hasRepeatGroup
+		if c.repeatGroup, i, ok = idAt(d, i+len(`,"repeat_group":`), MaxIDLength); !ok {
+			return i, false
+		}
+	}
+	if !at(d, i, `,"status":`) {
+		return i, false
+	}
+	if c.status, i, ok = statusAt(d, i+len(`,"status":`)); !ok {
+		return i, false
+	}
+	if at(d, i, `,"tool_checks":[`) {
+		c.has |= hasToolChecks
+		if i, ok = canonicalToolChecks(d, i+len(`,"tool_checks":[`), c); !ok {
+			return i, false
+		}
+	}
+	if at(d, i, `,"trace":{"expected_steps":`) {
+		c.has |= hasTrace
+		if i, ok = canonicalNumberAt(d, i+len(`,"trace":{"expected_steps":`), &c.expected, MaxSteps, true); !ok || !at(d, i, `,"observed_steps":`) {
+			return i, false
+		}
+		if i, ok = canonicalNumberAt(d, i+len(`,"observed_steps":`), &c.observed, MaxSteps, true); !ok || !at(d, i, `}`) || c.observed.f > c.expected.f {
+			return i, false
+		}
+		i++
+	}
+	if !at(d, i, `}`) {
+		return i, false
+	}
+	return i + 1, true
+}
+
+// canonicalViolations reads the codes that follow a '[' at d[i] up to
+// its ']', and returns the index after it.
+func canonicalViolations(d []byte, i int, c *observation) (int, bool) {
+	if at(d, i, `]`) {
+		return i + 1, true
+	}
+	for {
+		if len(c.reported) == MaxViolations {
+			return i, false
+		}
+		code, j, ok := violationAt(d, i)
+		if !ok || j >= len(d) {
+			return i, false
+		}
+		c.reported = append(c.reported, code)
+		switch i = j + 1; d[j] {
+		case ']':
+			return i, true
+		case ',':
+		default:
+			return j, false
+		}
+	}
+}
+
+// canonicalToolChecks reads the tool checks that follow a '[' at d[i] up
+// to its ']', and returns the index after it.
+func canonicalToolChecks(d []byte, i int, c *observation) (int, bool) {
+	if at(d, i, `]`) {
+		return i + 1, true
+	}
+	for {
+		var tc toolCheck
+		j, ok := compactToolCheck(d, i, &tc)
+		if !ok || len(c.checks) == MaxToolChecks || j >= len(d) {
+			return i, false
+		}
+		c.checks = append(c.checks, tc)
+		switch i = j + 1; d[j] {
+		case ']':
+			return i, true
+		case ',':
+		default:
+			return j, false
+		}
+	}
+}
+
+// canonicalNumberAt is numberAt for a number whose literal is its
+// canonical form.
+func canonicalNumberAt(d []byte, i int, n *number, max float64, integer bool) (int, bool) {
+	i, ok := numberAt(d, i, n, max, integer)
+	return i, ok && n.litEnd > 0
 }
 
 func fastToolChecks(d []byte, i int, c *observation) (int, bool) {

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"maps"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/gowebpki/jcs"
 
 	"github.com/evalmeter/evalmeter/internal/benchbody"
 	"github.com/evalmeter/evalmeter/internal/metrics"
@@ -35,6 +37,10 @@ func TestFastPathAgrees(t *testing.T) {
 	}
 	respaced := map[string][]byte{}
 	for name, body := range bodies {
+		// Every body in RFC 8785 form, valid or not, for canonicalCase.
+		if canonical, err := jcs.Transform(body); err == nil && !bytes.Equal(canonical, body) {
+			respaced[name+"/jcs"] = canonical
+		}
 		if _, err := metrics.ComputeCarefully(body); err != nil {
 			continue
 		}
@@ -44,8 +50,18 @@ func TestFastPathAgrees(t *testing.T) {
 		}
 		respaced[name+"/indented"] = indented.Bytes()
 		respaced[name+"/python"] = pythonSpacing(body)
+		canonical, err := metrics.Canonical(body)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		respaced[name+"/canonical"] = canonical
 	}
-	valid := len(respaced) / 2
+	valid := 0
+	for name := range respaced {
+		if strings.HasSuffix(name, "/canonical") {
+			valid++
+		}
+	}
 	maps.Copy(bodies, respaced)
 	fast := 0
 	for name, body := range bodies {
@@ -66,13 +82,40 @@ func TestFastPathAgrees(t *testing.T) {
 		if strings.HasPrefix(name, "bench/") && !metrics.TakesFastPath(body) {
 			t.Errorf("%s: the fast path gives up on it", name)
 		}
+		// A case in canonical form is taken as it is: canonicalCase must
+		// read every case of a canonical body that the fast path reads,
+		// but for numbers in exponent form, which it leaves to fastCase.
+		if strings.HasSuffix(name, "/canonical") && metrics.TakesFastPath(body) {
+			want := got.CaseCount - casesWithExponents(t, body)
+			if n := metrics.CasesTakenAsWritten(body); n != want {
+				t.Errorf("%s: %d of its cases are taken as written; want %d", name, n, want)
+			}
+		}
 	}
 	// Bodies with escapes, non-ASCII, exponents outside the fast forms or
 	// errors go the careful way; the rest of the valid ones must not.
-	t.Logf("the fast path reads %d of %d bodies, %d of them valid", fast, len(bodies), 3*valid)
-	if fast < 2*valid {
-		t.Errorf("the fast path reads %d bodies; want at least %d of the %d valid ones and their respaced forms", fast, 2*valid, 3*valid)
+	t.Logf("the fast path reads %d of %d bodies, %d of them valid", fast, len(bodies), 4*valid)
+	if fast < 3*valid {
+		t.Errorf("the fast path reads %d bodies; want at least %d of the %d valid ones and their respaced and canonical forms", fast, 3*valid, 4*valid)
 	}
+}
+
+var exponent = regexp.MustCompile(`":-?[0-9.]+[eE]`) // a value of a compact body
+
+// casesWithExponents returns how many cases of a valid body have a number
+// in exponent form.
+func casesWithExponents(t *testing.T, body []byte) int {
+	var req struct{ Cases []json.RawMessage }
+	if err := json.Unmarshal(body, &req); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, c := range req.Cases {
+		if exponent.Match(c) {
+			n++
+		}
+	}
+	return n
 }
 
 // pythonSpacing re-encodes a valid body as Python's json.dumps does by
@@ -108,6 +151,11 @@ func FuzzFastPath(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Add(benchbody.Sizes[0].Body())
+	for _, s := range edgeCases() {
+		if canonical, err := metrics.Canonical([]byte(s)); err == nil {
+			f.Add(canonical) // for canonicalCase
+		}
+	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		want, wantErr := metrics.ComputeCarefully(body)
 		got, gotErr := metrics.Compute(body)

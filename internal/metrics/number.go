@@ -157,11 +157,16 @@ func scanAnyNumber(d []byte, start int, n *number) (int, numberError) {
 		exp       int  // decimal exponent of mant
 		truncated bool // digits beyond what mant holds were dropped
 		lit       bool // the literal is the canonical form of its value
+		// plain: the literal has the form ECMAScript gives its value, if
+		// its digits are the shortest that round-trip, which lit knows
+		// for up to 15 digits and fromFloat tells beyond.
+		plain bool
 	)
 	switch intStart := i; {
 	case i < len(d) && d[i] == '0':
 		i++
 		lit = !n.neg // "0"; "-0" is written 0
+		plain = lit
 	case i < len(d) && d[i] >= '1' && d[i] <= '9':
 		for ; i < len(d) && isDigit(d[i]); i++ {
 			if digits < 19 {
@@ -175,6 +180,7 @@ func scanAnyNumber(d []byte, start int, n *number) (int, numberError) {
 		// Up to 15 digits, no trailing zero is dropped and the value is below
 		// 10^21, which ECMAScript writes without an exponent.
 		lit = i-intStart <= maxExactDigits
+		plain = i-intStart <= 21
 	default:
 		return i, numberNoDigit
 	}
@@ -196,10 +202,11 @@ func scanAnyNumber(d []byte, start int, n *number) (int, numberError) {
 		}
 		// Canonical when no trailing zero, at most 15 significant digits, and
 		// at least 10^-6, below which ECMAScript writes an exponent.
-		lit = lit && d[i-1] != '0' && digits <= maxExactDigits && digits+exp > -6
+		plain = plain && d[i-1] != '0' && digits+exp > -6
+		lit = plain && digits <= maxExactDigits
 	}
 	if i < len(d) && (d[i] == 'e' || d[i] == 'E') {
-		lit = false
+		lit, plain = false, false
 		i++
 		negExp := false
 		if i < len(d) && (d[i] == '+' || d[i] == '-') {
@@ -245,6 +252,9 @@ func scanAnyNumber(d []byte, start int, n *number) (int, numberError) {
 	}
 	f, _ := strconv.ParseFloat(string(d[start:i]), 64) // overflow gives ±Inf, caught by range checks
 	*n = fromFloat(f)
+	if plain && !truncated && n.mant == mant && int(n.exp) == exp {
+		n.litStart, n.litEnd = uint32(start), uint32(i)
+	}
 	return i, numberOK
 }
 
