@@ -10,6 +10,9 @@ FUZZTIME_HTTP ?= 10s
 CONVERT_FUZZERS = FuzzJSONReader FuzzJSONSkip FuzzJUnit FuzzPromptfoo FuzzInspect FuzzInspectEval FuzzTau2 FuzzDeepEval FuzzSWEBench FuzzLmeval FuzzOtel
 # Benchmark repetitions for `make bench`; the ratios use the medians.
 BENCHCOUNT ?= 6
+# The CPU profile the binary is built with (go build's -pgo=auto finds it);
+# the benchmarks build with it too, so that they time what ships.
+PGO = $(CURDIR)/cmd/evalmeter/default.pgo
 
 LOCALBIN ?= $(CURDIR)/bin
 $(LOCALBIN):
@@ -76,12 +79,13 @@ unit: ## Run the unit and integration tests (real PostgreSQL, kube-apiserver and
 	@test -x $(LOCALBIN)/promtool || $(MAKE) promtool
 	@# The same for the release of make dist that ./ci's tests install (EVALMETER_TEST_RELEASE).
 	$(MAKE) -s dist DIST_DIR=$(LOCALBIN)/test-release PLATFORMS=$$($(GO) env GOOS)/$$($(GO) env GOARCH) VERSION=v0.0.0-test
-	EVALMETER_TEST_RELEASE=$(LOCALBIN)/test-release KUBEBUILDER_ASSETS="$$(hack/offline/envtest.sh)" $(GO) test -race -count=1 -coverprofile cover.out ./...
+	@# -pgo=off: the tests time nothing, and cmd/evalmeter's profile would build every package again.
+	EVALMETER_TEST_RELEASE=$(LOCALBIN)/test-release KUBEBUILDER_ASSETS="$$(hack/offline/envtest.sh)" $(GO) test -pgo=off -race -count=1 -coverprofile cover.out ./...
 
 .PHONY: test-purego
 test-purego: ## Run again, built with -tags purego (no assembly: internal/jsonindex's portable builder, as on a CPU without AVX2), the tests of every package whose build that tag changes: those that import internal/jsonindex.
 	hack/postgres.sh install
-	$(GO) test -tags purego -count=1 $$($(GO) list -f '{{.ImportPath}}{{range .Deps}} {{.}}{{end}}' ./... | awk '/internal\/jsonindex/ {print $$1}')
+	$(GO) test -pgo=off -tags purego -count=1 $$($(GO) list -f '{{.ImportPath}}{{range .Deps}} {{.}}{{end}}' ./... | awk '/internal\/jsonindex/ {print $$1}')
 
 .PHONY: envtest
 envtest: ## Build the kube-apiserver and etcd of envtest from source, once (cached in bin/k8s); print their directory.
@@ -120,7 +124,7 @@ stats-vectors: ## Regenerate stats/testdata/compare-vectors.json with hack/stats
 
 .PHONY: bench
 bench: $(LOCALBIN) ## Benchmark the engine beside JSON validators (encoding/json, sonic, go-json, simdjson-go) and SHA-256 on a 130 KB request and on compact 10, 130 and 256 KB bodies; print the ratios.
-	$(GO) test -run '^$$' -bench '^BenchmarkCompute(Sizes)?$$' -benchmem -count $(BENCHCOUNT) ./internal/metrics | tee $(LOCALBIN)/bench-engine.txt
+	$(GO) test -pgo=$(PGO) -run '^$$' -bench '^BenchmarkCompute(Sizes)?$$' -benchmem -count $(BENCHCOUNT) ./internal/metrics | tee $(LOCALBIN)/bench-engine.txt
 	status=0; \
 	$(GO) run ./hack/bench/benchratio -target Compute/engine -max-allocs 100 \
 		-baseline 'Compute/json.Valid<=0.6' -baseline 'Compute/sonic.Valid<=2.5' -baseline 'Compute/json.Unmarshal-map<=0.5' \
@@ -146,11 +150,19 @@ bench-index: $(LOCALBIN) ## Benchmark internal/jsonindex's builders (AVX2 where 
 
 .PHONY: bench-api
 bench-api: ## Load the API on loopback (real server and durable PostgreSQL) beside a json.Valid reference handler; print throughput, p50/p99, CPU per request (API and PostgreSQL), session opens/s, and throughput at 1, 2 and 4 API processes where the machine has the cores.
-	$(GO) run ./hack/bench/loadtest -duration 10s -concurrency 32 -replicas 1,2,4
+	$(GO) run -pgo=$(PGO) ./hack/bench/loadtest -duration 10s -concurrency 32 -replicas 1,2,4
 
 .PHONY: bench-ab
 bench-ab: ## Compare the engine's thread CPU time at REV (default HEAD) with the working tree's, in turn, ROUNDS times (default 3): for changes too small for wall-clock medians on a shared machine.
 	GO=$(GO) hack/bench/engine-ab.sh $(or $(REV),HEAD)
+
+.PHONY: pgo
+pgo: $(LOCALBIN) ## Refresh cmd/evalmeter/default.pgo, the CPU profile the binary is built with, from the engine's benchmarks (docs/development.md#the-profile-guided-build).
+	$(GO) test -c -pgo=off -o $(LOCALBIN)/metrics-pgo.test ./internal/metrics
+	cd internal/metrics && \
+	$(LOCALBIN)/metrics-pgo.test -test.run '^$$' -test.bench '^BenchmarkCompute$$/^engine$$' -test.benchtime 3s -test.cpuprofile $(LOCALBIN)/pgo-vector.prof && \
+	$(LOCALBIN)/metrics-pgo.test -test.run '^$$' -test.bench '^BenchmarkComputeSizes$$/./^engine(-reordered)?$$' -test.benchtime 1s -test.cpuprofile $(LOCALBIN)/pgo-sizes.prof
+	$(GO) tool pprof -proto $(LOCALBIN)/pgo-vector.prof $(LOCALBIN)/pgo-sizes.prof > $(PGO)
 
 .PHONY: bench-convert
 bench-convert: ## Convert a generated 200 MB Inspect AI log (.json, and as an .eval zip) and 200 MB of OTLP JSON lines beside Python's json.load of them; print wall times, peak RSS and the ratios.

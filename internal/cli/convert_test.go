@@ -1,6 +1,9 @@
 package cli
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io/fs"
@@ -59,9 +62,20 @@ func TestConvertCmd(t *testing.T) {
 				}
 				return
 			}
-			// What convert prints, the service accepts.
-			if _, err := metrics.Compute([]byte(strings.TrimSuffix(stdout, "\n"))); err != nil {
+			// What convert prints, the service accepts, and it is the
+			// canonical form whose SHA-256 the service returns
+			// (docs/customer.md#receipts): one line, and its newline.
+			body := []byte(strings.TrimSuffix(stdout, "\n"))
+			canonical, err := metrics.Canonical(body)
+			if err != nil {
 				t.Fatalf("the engine refuses the output: %v\n%s", err, stdout)
+			}
+			if !bytes.Equal(canonical, body) || strings.Count(stdout, "\n") != 1 {
+				t.Fatalf("the output is not one line of canonical JSON:\n%s\nwant\n%s", stdout, canonical)
+			}
+			m, err := metrics.Compute(body)
+			if sum := sha256.Sum256(body); err != nil || hex.EncodeToString(sum[:]) != m.Integrity.CanonicalSHA256 {
+				t.Fatalf("sha256sum of the output is not its canonical_sha256: %v", err)
 			}
 			if tt.name == "hashed ids" {
 				var req struct {

@@ -167,10 +167,10 @@ func (p *parser) fastCase(d []byte, i int, c *observation) (int, bool) {
 // reports false at the first byte that canonical form would not have
 // there, for fastCase to read the case instead.
 func canonicalCase(d []byte, i int, c *observation) (int, bool) {
-	c.reset()
-	if !at(d, i, `{`) {
+	if !at(d, i, `{"`) { // before reset, which fastCase would repeat
 		return i, false
 	}
+	c.reset()
 	i++
 	ok := true
 	if at(d, i, `"boundary_violations":[`) {

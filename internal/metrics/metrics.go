@@ -63,6 +63,7 @@ func (r *Request) Digest() [sha256.Size]byte { return r.digest }
 type tally struct {
 	status     api.StatusCounts
 	latencies  []float64
+	ranked     []float64 // latencies, reordered to find percentiles
 	tokens     api.TokensReported
 	costs      []number
 	tools      api.ToolChecks
@@ -83,6 +84,7 @@ type group struct {
 func (t *tally) reset() {
 	*t = tally{
 		latencies:  t.latencies[:0],
+		ranked:     t.ranked[:0],
 		costs:      t.costs[:0],
 		groupNames: t.groupNames, // reset by the first repeat group
 		groups:     t.groups[:0],
@@ -145,7 +147,9 @@ func (t *tally) add(c *observation) {
 	}
 }
 
-// api.Metrics aggregates the request (docs/design.md#4-metrics-rules).
+// Metrics aggregates the request (docs/design.md#4-metrics-rules). It
+// reorders a copy of the latencies that r keeps for the next call, so
+// calls on one Request must not run at the same time.
 func (r *Request) Metrics() *api.Metrics {
 	t := &r.tally
 	n := len(t.latencies)
@@ -165,7 +169,8 @@ func (r *Request) Metrics() *api.Metrics {
 	m.Status.ErrorRate = float64(t.status.Error) / float64(n)
 	m.Status.TimeoutRate = float64(t.status.Timeout) / float64(n)
 
-	m.LatencyMS = latencyPercentiles(slices.Clone(t.latencies))
+	t.ranked = append(t.ranked[:0], t.latencies...)
+	m.LatencyMS = latencyPercentiles(t.ranked)
 	m.RepeatStability = t.repeatStability()
 	m.TokensReported.Total = m.TokensReported.Input + m.TokensReported.Output
 	if len(t.costs) > 0 {
