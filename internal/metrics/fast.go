@@ -167,78 +167,78 @@ func (p *parser) fastCase(d []byte, i int, c *observation) (int, bool) {
 // reports false at the first byte that canonical form would not have
 // there, for fastCase to read the case instead.
 func canonicalCase(d []byte, i int, c *observation) (int, bool) {
-	if !at(d, i, `{"`) { // before reset, which fastCase would repeat
+	if string(next(d, i, 2)) != `{"` { // before reset, which fastCase would repeat
 		return i, false
 	}
 	c.reset()
 	i++
 	ok := true
-	if at(d, i, `"boundary_violations":[`) {
+	if string(next(d, i, 16)) == `"boundary_violat` && string(next(d, i+16, 7)) == `ions":[` {
 		c.has |= hasViolations
-		if i, ok = canonicalViolations(d, i+len(`"boundary_violations":[`), c); !ok || !at(d, i, `,`) {
+		if i, ok = canonicalViolations(d, i+len(`"boundary_violations":[`), c); !ok || string(next(d, i, 1)) != `,` {
 			return i, false
 		}
 		i++
 	}
-	if !at(d, i, `"case_id":`) {
+	if string(next(d, i, 10)) != `"case_id":` {
 		return i, false
 	}
 	if c.id, i, ok = idAt(d, i+len(`"case_id":`), MaxIDLength); !ok {
 		return i, false
 	}
-	if at(d, i, `,"cost":`) {
+	if string(next(d, i, 8)) == `,"cost":` {
 		c.has |= hasCost
 		if i, ok = canonicalNumberAt(d, i+len(`,"cost":`), &c.cost, MaxCost, false); !ok {
 			return i, false
 		}
 	}
-	if at(d, i, `,"input_tokens":`) {
+	if string(next(d, i, 16)) == `,"input_tokens":` {
 		c.has |= hasInput
 		if i, ok = canonicalNumberAt(d, i+len(`,"input_tokens":`), &c.input, MaxTokens, true); !ok {
 			return i, false
 		}
 	}
-	if !at(d, i, `,"latency_ms":`) {
+	if string(next(d, i, 14)) != `,"latency_ms":` {
 		return i, false
 	}
 	if i, ok = canonicalNumberAt(d, i+len(`,"latency_ms":`), &c.latency, MaxLatencyMS, false); !ok {
 		return i, false
 	}
-	if at(d, i, `,"output_tokens":`) {
+	if string(next(d, i, 16)) == `,"output_tokens"` && string(next(d, i+16, 1)) == `:` {
 		c.has |= hasOutput
 		if i, ok = canonicalNumberAt(d, i+len(`,"output_tokens":`), &c.output, MaxTokens, true); !ok {
 			return i, false
 		}
 	}
-	if at(d, i, `,"repeat_group":`) {
+	if string(next(d, i, 16)) == `,"repeat_group":` {
 		c.has |= hasRepeatGroup
 		if c.repeatGroup, i, ok = idAt(d, i+len(`,"repeat_group":`), MaxIDLength); !ok {
 			return i, false
 		}
 	}
-	if !at(d, i, `,"status":`) {
+	if string(next(d, i, 10)) != `,"status":` {
 		return i, false
 	}
 	if c.status, i, ok = statusAt(d, i+len(`,"status":`)); !ok {
 		return i, false
 	}
-	if at(d, i, `,"tool_checks":[`) {
+	if string(next(d, i, 16)) == `,"tool_checks":[` {
 		c.has |= hasToolChecks
 		if i, ok = canonicalToolChecks(d, i+len(`,"tool_checks":[`), c); !ok {
 			return i, false
 		}
 	}
-	if at(d, i, `,"trace":{"expected_steps":`) {
+	if string(next(d, i, 16)) == `,"trace":{"expec` && string(next(d, i+16, 11)) == `ted_steps":` {
 		c.has |= hasTrace
-		if i, ok = canonicalNumberAt(d, i+len(`,"trace":{"expected_steps":`), &c.expected, MaxSteps, true); !ok || !at(d, i, `,"observed_steps":`) {
+		if i, ok = canonicalNumberAt(d, i+len(`,"trace":{"expected_steps":`), &c.expected, MaxSteps, true); !ok || string(next(d, i, 16)) != `,"observed_steps` || string(next(d, i+16, 2)) != `":` {
 			return i, false
 		}
-		if i, ok = canonicalNumberAt(d, i+len(`,"observed_steps":`), &c.observed, MaxSteps, true); !ok || !at(d, i, `}`) || c.observed.f > c.expected.f {
+		if i, ok = canonicalNumberAt(d, i+len(`,"observed_steps":`), &c.observed, MaxSteps, true); !ok || string(next(d, i, 1)) != `}` || c.observed.f > c.expected.f {
 			return i, false
 		}
 		i++
 	}
-	if !at(d, i, `}`) {
+	if string(next(d, i, 1)) != `}` {
 		return i, false
 	}
 	return i + 1, true
@@ -247,7 +247,7 @@ func canonicalCase(d []byte, i int, c *observation) (int, bool) {
 // canonicalViolations reads the codes that follow a '[' at d[i] up to
 // its ']', and returns the index after it.
 func canonicalViolations(d []byte, i int, c *observation) (int, bool) {
-	if at(d, i, `]`) {
+	if string(next(d, i, 1)) == `]` {
 		return i + 1, true
 	}
 	for {
@@ -272,7 +272,7 @@ func canonicalViolations(d []byte, i int, c *observation) (int, bool) {
 // canonicalToolChecks reads the tool checks that follow a '[' at d[i] up
 // to its ']', and returns the index after it.
 func canonicalToolChecks(d []byte, i int, c *observation) (int, bool) {
-	if at(d, i, `]`) {
+	if string(next(d, i, 1)) == `]` {
 		return i + 1, true
 	}
 	for {
@@ -347,15 +347,15 @@ func fastToolChecks(d []byte, i int, c *observation) (int, bool) {
 // compactToolCheck reads the tool check at d[i] ('{') when it is
 // written as compact JSON writes it, name first, and returns where it ends.
 func compactToolCheck(d []byte, i int, tc *toolCheck) (int, bool) {
-	if !at(d, i, `{"name":`) {
+	if string(next(d, i, 8)) != `{"name":` {
 		return i, false
 	}
 	name, j, ok := idAt(d, i+len(`{"name":`), MaxToolNameLength)
-	if !ok || !at(d, j, `,"passed":`) {
+	if !ok || string(next(d, j, 10)) != `,"passed":` {
 		return i, false
 	}
 	passed, j, ok := boolAt(d, j+len(`,"passed":`))
-	if !ok || !at(d, j, "}") {
+	if !ok || string(next(d, j, 1)) != `}` {
 		return i, false
 	}
 	tc.name, tc.passed = name, passed
@@ -659,23 +659,30 @@ func idEnd(d []byte, i int) int {
 	return i
 }
 
-// at reports whether s is at d[i].
-func at(d []byte, i int, s string) bool {
-	return i+len(s) <= len(d) && string(d[i:i+len(s)]) == s
+// next returns d[i:i+n], or nil where d ends before, for comparing with
+// a constant: string(next(d, i, 8)) == `{"name":`. The compiler compares
+// a constant of up to 16 bytes in place, without a call to memequal,
+// where it sees the constant; so longer ones are compared in two.
+func next(d []byte, i, n int) []byte {
+	if i+n > len(d) {
+		return nil
+	}
+	return d[i : i+n]
 }
+
 
 // statusAt reads a status at d[i]. Its names are spelled here again, as
 // constants, and so are violationAt's: comparing with String() in a loop
 // made the engine about 5 % slower.
 func statusAt(d []byte, i int) (status, int, bool) {
 	switch {
-	case at(d, i, `"pass"`):
+	case string(next(d, i, 6)) == `"pass"`:
 		return statusPass, i + len(`"pass"`), true
-	case at(d, i, `"fail"`):
+	case string(next(d, i, 6)) == `"fail"`:
 		return statusFail, i + len(`"fail"`), true
-	case at(d, i, `"error"`):
+	case string(next(d, i, 7)) == `"error"`:
 		return statusError, i + len(`"error"`), true
-	case at(d, i, `"timeout"`):
+	case string(next(d, i, 9)) == `"timeout"`:
 		return statusTimeout, i + len(`"timeout"`), true
 	}
 	return 0, i, false
@@ -684,15 +691,15 @@ func statusAt(d []byte, i int) (status, int, bool) {
 // violationAt reads a boundary violation code at d[i].
 func violationAt(d []byte, i int) (violation, int, bool) {
 	switch {
-	case at(d, i, `"scope_escape"`):
+	case string(next(d, i, 14)) == `"scope_escape"`:
 		return scopeEscape, i + len(`"scope_escape"`), true
-	case at(d, i, `"unauthorized_tool"`):
+	case string(next(d, i, 16)) == `"unauthorized_to` && string(next(d, i+16, 3)) == `ol"`:
 		return unauthorizedTool, i + len(`"unauthorized_tool"`), true
-	case at(d, i, `"data_boundary"`):
+	case string(next(d, i, 15)) == `"data_boundary"`:
 		return dataBoundary, i + len(`"data_boundary"`), true
-	case at(d, i, `"policy_boundary"`):
+	case string(next(d, i, 16)) == `"policy_boundary` && string(next(d, i+16, 1)) == `"`:
 		return policyBoundary, i + len(`"policy_boundary"`), true
-	case at(d, i, `"instruction_override"`):
+	case string(next(d, i, 16)) == `"instruction_ove` && string(next(d, i+16, 6)) == `rride"`:
 		return instructionOverride, i + len(`"instruction_override"`), true
 	}
 	return 0, i, false

@@ -25,6 +25,10 @@ func TestFastPathAgrees(t *testing.T) {
 	for _, size := range benchbody.Sizes {
 		bodies["bench/"+size.Name] = size.Body()
 	}
+	// Every enum value, each of which the fast path must read.
+	bodies["bench/enums"] = []byte(`{"run_id":"r","cases":[` +
+		`{"case_id":"a","status":"pass","latency_ms":1,"boundary_violations":["scope_escape","unauthorized_tool","data_boundary","policy_boundary","instruction_override"]},` +
+		`{"case_id":"b","status":"fail","latency_ms":1},{"case_id":"c","status":"error","latency_ms":1},{"case_id":"d","status":"timeout","latency_ms":1}]}`)
 	// Member names too near the end of the body for the matchers to read
 	// the longest name at once.
 	for name, body := range map[string]string{
