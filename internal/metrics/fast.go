@@ -670,7 +670,6 @@ func next(d []byte, i, n int) []byte {
 	return d[i : i+n]
 }
 
-
 // statusAt reads a status at d[i]. Its names are spelled here again, as
 // constants, and so are violationAt's: comparing with String() in a loop
 // made the engine about 5 % slower.
