@@ -42,6 +42,10 @@ func (s Size) body(sorted bool) []byte {
 	} else {
 		b.WriteString(`{"run_id":"bench-run-2026-11-23","cost_currency":"USD","cases":[`)
 	}
+	names := []string{"case_id", "status", "latency_ms", "repeat_group", "input_tokens", "output_tokens", "cost", "tool_checks", "boundary_violations", "trace"}
+	if sorted {
+		slices.Sort(names)
+	}
 	for i := range s.Cases {
 		if i > 0 {
 			b.WriteByte(',')
@@ -64,10 +68,6 @@ func (s Size) body(sorted bool) []byte {
 			"status":              `"` + [...]string{"pass", "fail", "error", "timeout"}[i%4] + `"`,
 			"tool_checks":         "[" + checks.String() + "]",
 			"trace":               fmt.Sprintf(`{"expected_steps":%d,"observed_steps":%d}`, 10+i%7, 10-i%5),
-		}
-		names := []string{"case_id", "status", "latency_ms", "repeat_group", "input_tokens", "output_tokens", "cost", "tool_checks", "boundary_violations", "trace"}
-		if sorted {
-			slices.Sort(names)
 		}
 		b.WriteByte('{')
 		for k, name := range names {

@@ -139,8 +139,11 @@ func exactValue(mant uint64, exp int) float64 {
 	return f
 }
 
-// pow10s are the powers of ten a fraction of shortNumber scales by.
-var pow10s = [8]uint64{1, 10, 100, 1000, 10000, 100000, 1000000, 10000000}
+// pow10s are the powers of ten that a uint64 holds.
+var pow10s = [20]uint64{
+	1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9,
+	1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19,
+}
 
 // scanAnyNumber is scanNumber for every literal.
 func scanAnyNumber(d []byte, start int, n *number) (int, numberError) {
@@ -394,7 +397,7 @@ func uintSum(ns []number, scale int) (uint64, bool) {
 		if shift > 19 {
 			return 0, false
 		}
-		hi, term := bits.Mul64(n.mant, pow10Uint(shift))
+		hi, term := bits.Mul64(n.mant, pow10s[shift])
 		if hi != 0 {
 			return 0, false
 		}
@@ -405,14 +408,6 @@ func uintSum(ns []number, scale int) (uint64, bool) {
 		}
 	}
 	return sum, true
-}
-
-func pow10Uint(n int) uint64 {
-	p := uint64(1)
-	for range n {
-		p *= 10
-	}
-	return p
 }
 
 func pow10Int(n int) *big.Int {

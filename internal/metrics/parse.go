@@ -66,8 +66,7 @@ func Parse(body []byte) (*Request, error) {
 // received: no member added, none dropped, boundary codes not de-duplicated.
 // Its SHA-256 is the result's integrity.canonical_sha256.
 func Canonical(body []byte) ([]byte, error) {
-	var p parser
-	p.reset(body, nil, new(Request))
+	p := newParser(body, nil)
 	if _, err := p.parse(); err != nil {
 		return nil, err
 	}
@@ -95,6 +94,14 @@ type parser struct {
 	careful bool      // skip the fast path: for tests that compare the two
 
 	asWritten int // cases taken as their canonical form, for tests
+}
+
+// newParser returns a parser of body into a new Request, hashing with h
+// as reset does; a Meter's parser is reset instead, to reuse its storage.
+func newParser(body []byte, h hash.Hash) *parser {
+	p := new(parser)
+	p.reset(body, h, new(Request))
+	return p
 }
 
 // reset prepares p to read body into r, hashing its canonical form with h
