@@ -1,7 +1,6 @@
 package metrics
 
 import (
-	"bytes"
 	"encoding/binary"
 	"math"
 	"math/bits"
@@ -37,7 +36,7 @@ func (p *parser) readFast() bool {
 	i, ok := firstMember(d, i+1)
 	for ok {
 		var bit uint32
-		if bit, i = requestMemberAt(d, i); bit == 0 || seen&bit != 0 {
+		if bit, i = memberAt(requestNames, d, i); bit == 0 || seen&bit != 0 {
 			return false
 		}
 		seen |= bit
@@ -114,36 +113,36 @@ func (p *parser) fastCase(d []byte, i int, c *observation) (int, bool) {
 	i, ok := firstMember(d, i+1)
 	for ok {
 		var bit uint32
-		if bit, i = caseMemberAt(d, i); bit == 0 || seen&bit != 0 {
+		if bit, i = memberAt(caseNames, d, i); bit == 0 || seen&bit != 0 {
 			return i, false
 		}
 		seen |= bit
-		switch bit {
-		case memberCaseID:
+		switch bits.TrailingZeros32(bit) {
+		case 0:
 			c.id, i, ok = idAt(d, i, MaxIDLength)
-		case memberStatus:
+		case 1:
 			c.status, i, ok = statusAt(d, i)
-		case memberLatency:
+		case 2:
 			i, ok = numberAt(d, i, &c.latency, MaxLatencyMS, false)
-		case memberRepeatGroup:
+		case 3:
 			c.repeatGroup, i, ok = idAt(d, i, MaxIDLength)
 			c.has |= hasRepeatGroup
-		case memberInput:
+		case 4:
 			i, ok = numberAt(d, i, &c.input, MaxTokens, true)
 			c.has |= hasInput
-		case memberOutput:
+		case 5:
 			i, ok = numberAt(d, i, &c.output, MaxTokens, true)
 			c.has |= hasOutput
-		case memberCost:
+		case 6:
 			i, ok = numberAt(d, i, &c.cost, MaxCost, false)
 			c.has |= hasCost
-		case memberToolChecks:
+		case 7:
 			i, ok = fastToolChecks(d, i, c)
 			c.has |= hasToolChecks
-		case memberViolations:
+		case 8:
 			i, ok = fastViolations(d, i, c)
 			c.has |= hasViolations
-		case memberTrace:
+		case 9:
 			i, ok = fastTrace(d, i, c)
 			c.has |= hasTrace
 		}
@@ -316,7 +315,7 @@ func fastToolChecks(d []byte, i int, c *observation) (int, bool) {
 		var seen uint32
 		for i, ok = firstMember(d, i+1); ok; {
 			var bit uint32
-			if bit, i = toolCheckMemberAt(d, i); bit == 0 || seen&bit != 0 {
+			if bit, i = memberAt(toolCheckNames, d, i); bit == 0 || seen&bit != 0 {
 				return i, false
 			}
 			seen |= bit
@@ -388,7 +387,7 @@ func fastTrace(d []byte, i int, c *observation) (int, bool) {
 	i, ok := firstMember(d, i+1)
 	for ok {
 		var bit uint32
-		if bit, i = traceMemberAt(d, i); bit == 0 || seen&bit != 0 {
+		if bit, i = memberAt(traceNames, d, i); bit == 0 || seen&bit != 0 {
 			return i, false
 		}
 		seen |= bit
@@ -408,141 +407,13 @@ func fastTrace(d []byte, i int, c *observation) (int, bool) {
 	return i, i >= 0 && seen == memberExpected|memberObserved && c.observed.f <= c.expected.f
 }
 
-// Member names. Each object's matcher reads the name at d[i] ('"') and
-// the ':' after it, and returns the name's bit and where the value starts:
-// 0 for a name it does not know, or one spelled with an escape, which the
-// careful parser reads. It tells the names apart by their first four
-// bytes, which differ within each object, and compares the rest with
-// constants: most of a request's bytes are member names.
-
-func requestMemberAt(d []byte, i int) (uint32, int) {
-	const longest = len(`cost_currency"`)
-	if i+1+longest > len(d) {
-		return memberNearEnd(d, i, requestMember)
-	}
-	n := d[i+1 : i+1+longest]
-	switch binary.LittleEndian.Uint32(n) {
-	case 'r' | 'u'<<8 | 'n'<<16 | '_'<<24:
-		if string(n[:7]) == `run_id"` {
-			return memberRunID, valueAt(d, i+1+7)
-		}
-	case 'c' | 'o'<<8 | 's'<<16 | 't'<<24:
-		if string(n[:14]) == `cost_currency"` {
-			return memberCostCurrency, valueAt(d, i+1+14)
-		}
-	case 'c' | 'a'<<8 | 's'<<16 | 'e'<<24:
-		if string(n[:6]) == `cases"` {
-			return memberCases, valueAt(d, i+1+6)
-		}
-	}
-	return 0, i
-}
-
-func caseMemberAt(d []byte, i int) (uint32, int) {
-	const longest = len(`boundary_violations"`)
-	if i+1+longest > len(d) {
-		return memberNearEnd(d, i, caseMember)
-	}
-	n := d[i+1 : i+1+longest]
-	switch binary.LittleEndian.Uint32(n) {
-	case 'c' | 'a'<<8 | 's'<<16 | 'e'<<24:
-		if string(n[:8]) == `case_id"` {
-			return memberCaseID, valueAt(d, i+1+8)
-		}
-	case 's' | 't'<<8 | 'a'<<16 | 't'<<24:
-		if string(n[:7]) == `status"` {
-			return memberStatus, valueAt(d, i+1+7)
-		}
-	case 'l' | 'a'<<8 | 't'<<16 | 'e'<<24:
-		if string(n[:11]) == `latency_ms"` {
-			return memberLatency, valueAt(d, i+1+11)
-		}
-	case 'r' | 'e'<<8 | 'p'<<16 | 'e'<<24:
-		if string(n[:13]) == `repeat_group"` {
-			return memberRepeatGroup, valueAt(d, i+1+13)
-		}
-	case 'i' | 'n'<<8 | 'p'<<16 | 'u'<<24:
-		if string(n[:13]) == `input_tokens"` {
-			return memberInput, valueAt(d, i+1+13)
-		}
-	case 'o' | 'u'<<8 | 't'<<16 | 'p'<<24:
-		if string(n[:14]) == `output_tokens"` {
-			return memberOutput, valueAt(d, i+1+14)
-		}
-	case 'c' | 'o'<<8 | 's'<<16 | 't'<<24:
-		if string(n[:5]) == `cost"` {
-			return memberCost, valueAt(d, i+1+5)
-		}
-	case 't' | 'o'<<8 | 'o'<<16 | 'l'<<24:
-		if string(n[:12]) == `tool_checks"` {
-			return memberToolChecks, valueAt(d, i+1+12)
-		}
-	case 'b' | 'o'<<8 | 'u'<<16 | 'n'<<24:
-		// In two, as the compiler compares constants of up to 16 bytes
-		// without a call.
-		if string(n[:16]) == `boundary_violati` && string(n[16:20]) == `ons"` {
-			return memberViolations, valueAt(d, i+1+20)
-		}
-	case 't' | 'r'<<8 | 'a'<<16 | 'c'<<24:
-		if string(n[:6]) == `trace"` {
-			return memberTrace, valueAt(d, i+1+6)
-		}
-	}
-	return 0, i
-}
-
-func toolCheckMemberAt(d []byte, i int) (uint32, int) {
-	const longest = len(`passed"`)
-	if i+1+longest > len(d) {
-		return memberNearEnd(d, i, toolCheckMember)
-	}
-	n := d[i+1 : i+1+longest]
-	switch binary.LittleEndian.Uint32(n) {
-	case 'n' | 'a'<<8 | 'm'<<16 | 'e'<<24:
-		if string(n[:5]) == `name"` {
-			return memberName, valueAt(d, i+1+5)
-		}
-	case 'p' | 'a'<<8 | 's'<<16 | 's'<<24:
-		if string(n[:7]) == `passed"` {
-			return memberPassed, valueAt(d, i+1+7)
-		}
-	}
-	return 0, i
-}
-
-func traceMemberAt(d []byte, i int) (uint32, int) {
-	const longest = len(`expected_steps"`)
-	if i+1+longest > len(d) {
-		return memberNearEnd(d, i, traceMember)
-	}
-	n := d[i+1 : i+1+longest]
-	switch binary.LittleEndian.Uint32(n) {
-	case 'e' | 'x'<<8 | 'p'<<16 | 'e'<<24:
-		if string(n[:15]) == `expected_steps"` {
-			return memberExpected, valueAt(d, i+1+15)
-		}
-	case 'o' | 'b'<<8 | 's'<<16 | 'e'<<24:
-		if string(n[:15]) == `observed_steps"` {
-			return memberObserved, valueAt(d, i+1+15)
-		}
-	}
-	return 0, i
-}
-
-// memberNearEnd is a matcher where too few bytes are left for it to read
-// the longest name at once: the name ends at the next '"', and member
-// gives its bit.
-func memberNearEnd(d []byte, i int, member func([]byte) uint32) (uint32, int) {
-	j := bytes.IndexByte(d[i+1:], '"')
-	if j < 0 {
-		return 0, i
-	}
-	name := d[i+1 : i+1+j]
-	if bytes.IndexByte(name, '\\') >= 0 {
-		return 0, i // an escape: for the careful parser
-	}
-	if bit := member(name); bit != 0 {
-		return bit, valueAt(d, i+1+j+1)
+// memberAt reads the member name at d[i] ('"'), one of t's, and the ':'
+// after it, and returns the name's bit and where the value starts: 0 for
+// a name t does not have, or one spelled with an escape, which the careful
+// parser reads.
+func memberAt(t *wordTable, d []byte, i int) (uint32, int) {
+	if e, ok := t.at(d, i); ok {
+		return e.value, valueAt(d, i+e.size)
 	}
 	return 0, i
 }
@@ -670,36 +541,18 @@ func next(d []byte, i, n int) []byte {
 	return d[i : i+n]
 }
 
-// statusAt reads a status at d[i]. Its names are spelled here again, as
-// constants, and so are violationAt's: comparing with String() in a loop
-// made the engine about 5 % slower.
+// statusAt reads a status at d[i].
 func statusAt(d []byte, i int) (status, int, bool) {
-	switch {
-	case string(next(d, i, 6)) == `"pass"`:
-		return statusPass, i + len(`"pass"`), true
-	case string(next(d, i, 6)) == `"fail"`:
-		return statusFail, i + len(`"fail"`), true
-	case string(next(d, i, 7)) == `"error"`:
-		return statusError, i + len(`"error"`), true
-	case string(next(d, i, 9)) == `"timeout"`:
-		return statusTimeout, i + len(`"timeout"`), true
+	if e, ok := statuses.at(d, i); ok {
+		return status(e.value - 1), i + e.size, true
 	}
 	return 0, i, false
 }
 
 // violationAt reads a boundary violation code at d[i].
 func violationAt(d []byte, i int) (violation, int, bool) {
-	switch {
-	case string(next(d, i, 14)) == `"scope_escape"`:
-		return scopeEscape, i + len(`"scope_escape"`), true
-	case string(next(d, i, 16)) == `"unauthorized_to` && string(next(d, i+16, 3)) == `ol"`:
-		return unauthorizedTool, i + len(`"unauthorized_tool"`), true
-	case string(next(d, i, 15)) == `"data_boundary"`:
-		return dataBoundary, i + len(`"data_boundary"`), true
-	case string(next(d, i, 16)) == `"policy_boundary` && string(next(d, i+16, 1)) == `"`:
-		return policyBoundary, i + len(`"policy_boundary"`), true
-	case string(next(d, i, 16)) == `"instruction_ove` && string(next(d, i+16, 6)) == `rride"`:
-		return instructionOverride, i + len(`"instruction_override"`), true
+	if e, ok := violations.at(d, i); ok {
+		return violation(e.value), i + e.size, true
 	}
 	return 0, i, false
 }

@@ -192,86 +192,75 @@ const (
 	memberCases
 )
 
-func requestMember(name []byte) uint32 {
-	switch string(name) {
-	case "run_id":
-		return memberRunID
-	case "cost_currency":
-		return memberCostCurrency
-	case "cases":
-		return memberCases
-	}
-	return 0
-}
-
-const (
-	memberCaseID uint32 = 1 << iota
-	memberStatus
-	memberLatency
-	memberRepeatGroup
-	memberInput
-	memberOutput
-	memberCost
-	memberToolChecks
-	memberViolations
-	memberTrace
+// Each object's member names, with their bits. The careful parser looks
+// up a name it has read (lookup); the fast path the bytes at a name's
+// opening quote (memberAt).
+var (
+	requestNames = newWordTable(map[string]uint32{
+		"run_id":        memberRunID,
+		"cost_currency": memberCostCurrency,
+		"cases":         memberCases,
+	})
+	caseNames = newWordTable(map[string]uint32{
+		"case_id":             memberCaseID,
+		"status":              memberStatus,
+		"latency_ms":          memberLatency,
+		"repeat_group":        memberRepeatGroup,
+		"input_tokens":        memberInput,
+		"output_tokens":       memberOutput,
+		"cost":                memberCost,
+		"tool_checks":         memberToolChecks,
+		"boundary_violations": memberViolations,
+		"trace":               memberTrace,
+	})
+	toolCheckNames = newWordTable(map[string]uint32{
+		"name":   memberName,
+		"passed": memberPassed,
+	})
+	traceNames = newWordTable(map[string]uint32{
+		"expected_steps": memberExpected,
+		"observed_steps": memberObserved,
+	})
 )
 
-func caseMember(name []byte) uint32 {
-	switch string(name) {
-	case "case_id":
-		return memberCaseID
-	case "status":
-		return memberStatus
-	case "latency_ms":
-		return memberLatency
-	case "repeat_group":
-		return memberRepeatGroup
-	case "input_tokens":
-		return memberInput
-	case "output_tokens":
-		return memberOutput
-	case "cost":
-		return memberCost
-	case "tool_checks":
-		return memberToolChecks
-	case "boundary_violations":
-		return memberViolations
-	case "trace":
-		return memberTrace
-	}
-	return 0
-}
+// A case's members by index; each one's bit is 1 << its index. The fast
+// path switches on the index, which the compiler makes one jump through a
+// table: members come in any order.
+const (
+	indexCaseID = iota
+	indexStatus
+	indexLatency
+	indexRepeatGroup
+	indexInput
+	indexOutput
+	indexCost
+	indexToolChecks
+	indexViolations
+	indexTrace
+)
+
+const (
+	memberCaseID      uint32 = 1 << indexCaseID
+	memberStatus      uint32 = 1 << indexStatus
+	memberLatency     uint32 = 1 << indexLatency
+	memberRepeatGroup uint32 = 1 << indexRepeatGroup
+	memberInput       uint32 = 1 << indexInput
+	memberOutput      uint32 = 1 << indexOutput
+	memberCost        uint32 = 1 << indexCost
+	memberToolChecks  uint32 = 1 << indexToolChecks
+	memberViolations  uint32 = 1 << indexViolations
+	memberTrace       uint32 = 1 << indexTrace
+)
 
 const (
 	memberName uint32 = 1 << iota
 	memberPassed
 )
 
-func toolCheckMember(name []byte) uint32 {
-	switch string(name) {
-	case "name":
-		return memberName
-	case "passed":
-		return memberPassed
-	}
-	return 0
-}
-
 const (
 	memberExpected uint32 = 1 << iota
 	memberObserved
 )
-
-func traceMember(name []byte) uint32 {
-	switch string(name) {
-	case "expected_steps":
-		return memberExpected
-	case "observed_steps":
-		return memberObserved
-	}
-	return 0
-}
 
 func (p *parser) request() error {
 	r := p.req
@@ -282,7 +271,7 @@ func (p *parser) request() error {
 		if err != nil {
 			return err
 		}
-		bit := requestMember(name)
+		bit := requestNames.lookup(name)
 		if err := seen.add(p, bit, at, name); err != nil {
 			return err
 		}
@@ -388,7 +377,7 @@ func (p *parser) observation(i int) error {
 		if err != nil {
 			return err
 		}
-		bit := caseMember(name)
+		bit := caseNames.lookup(name)
 		if err := seen.add(p, bit, nameAt, name); err != nil {
 			return err
 		}
@@ -538,7 +527,7 @@ func (p *parser) toolCheck(item place, c *observation) error {
 		if err != nil {
 			return err
 		}
-		bit := toolCheckMember(name)
+		bit := toolCheckNames.lookup(name)
 		if err := seen.add(p, bit, at, name); err != nil {
 			return err
 		}
@@ -627,7 +616,7 @@ func (p *parser) trace(i int, c *observation) error {
 		if err != nil {
 			return err
 		}
-		bit := traceMember(name)
+		bit := traceNames.lookup(name)
 		if err := seen.add(p, bit, nameAt, name); err != nil {
 			return err
 		}

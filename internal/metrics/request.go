@@ -1,6 +1,10 @@
 package metrics
 
-import "github.com/evalmeter/evalmeter/internal/swar"
+import (
+	"math/bits"
+
+	"github.com/evalmeter/evalmeter/internal/swar"
+)
 
 // Limits of the metrics request (docs/design.md#38-limits).
 const (
@@ -82,16 +86,12 @@ const (
 	statusTimeout
 )
 
+// statusNames are the statuses' names, by status.
+var statusNames = [...]string{statusPass: "pass", statusFail: "fail", statusError: "error", statusTimeout: "timeout"}
+
 func (s status) String() string {
-	switch s {
-	case statusPass:
-		return "pass"
-	case statusFail:
-		return "fail"
-	case statusError:
-		return "error"
-	case statusTimeout:
-		return "timeout"
+	if int(s) < len(statusNames) {
+		return statusNames[s]
 	}
 	return ""
 }
@@ -107,50 +107,31 @@ const (
 	unauthorizedTool
 )
 
+// violationNames are the codes' names, by the index of their bit.
+var violationNames = [...]string{"data_boundary", "instruction_override", "policy_boundary", "scope_escape", "unauthorized_tool"}
+
 func (v violation) String() string {
-	switch v {
-	case dataBoundary:
-		return "data_boundary"
-	case instructionOverride:
-		return "instruction_override"
-	case policyBoundary:
-		return "policy_boundary"
-	case scopeEscape:
-		return "scope_escape"
-	case unauthorizedTool:
-		return "unauthorized_tool"
+	if k := bits.TrailingZeros8(uint8(v)); k < len(violationNames) && v == 1<<k {
+		return violationNames[k]
 	}
 	return ""
 }
 
+// statuses and violations are the enums' names, with their values: a
+// status's is the status + 1, as 0 is for a name the table does not have.
+var (
+	statuses   = newWordTable(byName(statusNames[:], func(k int) uint32 { return uint32(k) + 1 }))
+	violations = newWordTable(byName(violationNames[:], func(k int) uint32 { return 1 << k }))
+)
+
 func parseViolation(b []byte) (violation, bool) {
-	switch string(b) {
-	case "data_boundary":
-		return dataBoundary, true
-	case "instruction_override":
-		return instructionOverride, true
-	case "policy_boundary":
-		return policyBoundary, true
-	case "scope_escape":
-		return scopeEscape, true
-	case "unauthorized_tool":
-		return unauthorizedTool, true
-	}
-	return 0, false
+	v := violations.lookup(b)
+	return violation(v), v != 0
 }
 
 func parseStatus(b []byte) (status, bool) {
-	switch string(b) {
-	case "pass":
-		return statusPass, true
-	case "fail":
-		return statusFail, true
-	case "error":
-		return statusError, true
-	case "timeout":
-		return statusTimeout, true
-	}
-	return 0, false
+	v := statuses.lookup(b)
+	return status(v - 1), v != 0
 }
 
 func validCurrency(b []byte) bool {
