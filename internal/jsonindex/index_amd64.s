@@ -311,7 +311,7 @@ DATA controls<>+31(SB)/1, $0x1f
 GLOBL controls<>(SB), RODATA|NOPTR, $32
 
 // func blocksAVX2(c *carry, buf []byte, base uint32, dst []uint32) int
-// Requires: AVX, AVX2, BMI, PCLMULQDQ, POPCNT, SSE2
+// Requires: AVX, AVX2, BMI, PCLMULQDQ, POPCNT
 TEXT ·blocksAVX2(SB), NOSPLIT, $8-72
 	MOVQ     c+0(FP), AX
 	MOVQ     (AX), CX
@@ -391,9 +391,9 @@ block:
 
 strings:
 	// in := prefixXOR(quote) ^ inString
-	MOVQ       R12, X10
+	VMOVQ      R12, X10
 	VPCLMULQDQ $0x00, X7, X10, X10
-	MOVQ       X10, R13
+	VMOVQ      X10, R13
 	XORQ       CX, R13
 	MOVQ       R13, CX
 	SARQ       $0x3f, CX
