@@ -118,31 +118,31 @@ func (p *parser) fastCase(d []byte, i int, c *observation) (int, bool) {
 		}
 		seen |= bit
 		switch bits.TrailingZeros32(bit) {
-		case 0:
+		case indexCaseID:
 			c.id, i, ok = idAt(d, i, MaxIDLength)
-		case 1:
+		case indexStatus:
 			c.status, i, ok = statusAt(d, i)
-		case 2:
+		case indexLatency:
 			i, ok = numberAt(d, i, &c.latency, MaxLatencyMS, false)
-		case 3:
+		case indexRepeatGroup:
 			c.repeatGroup, i, ok = idAt(d, i, MaxIDLength)
 			c.has |= hasRepeatGroup
-		case 4:
+		case indexInput:
 			i, ok = numberAt(d, i, &c.input, MaxTokens, true)
 			c.has |= hasInput
-		case 5:
+		case indexOutput:
 			i, ok = numberAt(d, i, &c.output, MaxTokens, true)
 			c.has |= hasOutput
-		case 6:
+		case indexCost:
 			i, ok = numberAt(d, i, &c.cost, MaxCost, false)
 			c.has |= hasCost
-		case 7:
+		case indexToolChecks:
 			i, ok = fastToolChecks(d, i, c)
 			c.has |= hasToolChecks
-		case 8:
+		case indexViolations:
 			i, ok = fastViolations(d, i, c)
 			c.has |= hasViolations
-		case 9:
+		case indexTrace:
 			i, ok = fastTrace(d, i, c)
 			c.has |= hasTrace
 		}

@@ -192,37 +192,6 @@ const (
 	memberCases
 )
 
-// Each object's member names, with their bits. The careful parser looks
-// up a name it has read (lookup); the fast path the bytes at a name's
-// opening quote (memberAt).
-var (
-	requestNames = newWordTable(map[string]uint32{
-		"run_id":        memberRunID,
-		"cost_currency": memberCostCurrency,
-		"cases":         memberCases,
-	})
-	caseNames = newWordTable(map[string]uint32{
-		"case_id":             memberCaseID,
-		"status":              memberStatus,
-		"latency_ms":          memberLatency,
-		"repeat_group":        memberRepeatGroup,
-		"input_tokens":        memberInput,
-		"output_tokens":       memberOutput,
-		"cost":                memberCost,
-		"tool_checks":         memberToolChecks,
-		"boundary_violations": memberViolations,
-		"trace":               memberTrace,
-	})
-	toolCheckNames = newWordTable(map[string]uint32{
-		"name":   memberName,
-		"passed": memberPassed,
-	})
-	traceNames = newWordTable(map[string]uint32{
-		"expected_steps": memberExpected,
-		"observed_steps": memberObserved,
-	})
-)
-
 // A case's members by index; each one's bit is 1 << its index. The fast
 // path switches on the index, which the compiler makes one jump through a
 // table: members come in any order.
@@ -260,6 +229,37 @@ const (
 const (
 	memberExpected uint32 = 1 << iota
 	memberObserved
+)
+
+// Each object's member names, with their bits. The careful parser looks
+// up a name it has read (lookup); the fast path the bytes at a name's
+// opening quote (memberAt).
+var (
+	requestNames = newWordTable(map[string]uint32{
+		"run_id":        memberRunID,
+		"cost_currency": memberCostCurrency,
+		"cases":         memberCases,
+	})
+	caseNames = newWordTable(map[string]uint32{
+		"case_id":             memberCaseID,
+		"status":              memberStatus,
+		"latency_ms":          memberLatency,
+		"repeat_group":        memberRepeatGroup,
+		"input_tokens":        memberInput,
+		"output_tokens":       memberOutput,
+		"cost":                memberCost,
+		"tool_checks":         memberToolChecks,
+		"boundary_violations": memberViolations,
+		"trace":               memberTrace,
+	})
+	toolCheckNames = newWordTable(map[string]uint32{
+		"name":   memberName,
+		"passed": memberPassed,
+	})
+	traceNames = newWordTable(map[string]uint32{
+		"expected_steps": memberExpected,
+		"observed_steps": memberObserved,
+	})
 )
 
 func (p *parser) request() error {
