@@ -130,8 +130,10 @@ func parseViolation(b []byte) (violation, bool) {
 }
 
 func parseStatus(b []byte) (status, bool) {
-	v := statuses.lookup(b)
-	return status(v - 1), v != 0
+	if v := statuses.lookup(b); v != 0 {
+		return status(v - 1), true
+	}
+	return 0, false
 }
 
 func validCurrency(b []byte) bool {
