@@ -39,12 +39,12 @@ func newWordTable(values map[string]uint32) *wordTable {
 			m[j] = 0xff
 		}
 		w0, w1, w2 := words(b[:], 0)
+		m0, m1, m2 := words(m[:], 0)
 		e := &t[slot(w0)]
 		if e.value != 0 {
 			panic(fmt.Sprintf("metrics: %q has the slot of another string", name))
 		}
-		*e = wordEntry{word: [3]uint64{w0, w1, w2}, size: len(name) + 2, value: value}
-		e.mask = [3]uint64{binary.LittleEndian.Uint64(m[:]), binary.LittleEndian.Uint64(m[8:]), binary.LittleEndian.Uint64(m[16:])}
+		*e = wordEntry{word: [3]uint64{w0, w1, w2}, mask: [3]uint64{m0, m1, m2}, size: len(name) + 2, value: value}
 	}
 	return t
 }
