@@ -544,7 +544,7 @@ func next(d []byte, i, n int) []byte {
 // statusAt reads a status at d[i].
 func statusAt(d []byte, i int) (status, int, bool) {
 	if e, ok := statuses.at(d, i); ok {
-		return status(e.value - 1), i + e.size, true
+		return status(e.value), i + e.size, true
 	}
 	return 0, i, false
 }

@@ -271,7 +271,7 @@ func (p *parser) request() error {
 		if err != nil {
 			return err
 		}
-		bit := requestNames.lookup(name)
+		bit, _ := requestNames.lookup(name) // 0 for an unknown name
 		if err := seen.add(p, bit, at, name); err != nil {
 			return err
 		}
@@ -377,7 +377,7 @@ func (p *parser) observation(i int) error {
 		if err != nil {
 			return err
 		}
-		bit := caseNames.lookup(name)
+		bit, _ := caseNames.lookup(name) // 0 for an unknown name
 		if err := seen.add(p, bit, nameAt, name); err != nil {
 			return err
 		}
@@ -527,7 +527,7 @@ func (p *parser) toolCheck(item place, c *observation) error {
 		if err != nil {
 			return err
 		}
-		bit := toolCheckNames.lookup(name)
+		bit, _ := toolCheckNames.lookup(name) // 0 for an unknown name
 		if err := seen.add(p, bit, at, name); err != nil {
 			return err
 		}
@@ -616,7 +616,7 @@ func (p *parser) trace(i int, c *observation) error {
 		if err != nil {
 			return err
 		}
-		bit := traceNames.lookup(name)
+		bit, _ := traceNames.lookup(name) // 0 for an unknown name
 		if err := seen.add(p, bit, nameAt, name); err != nil {
 			return err
 		}

@@ -117,23 +117,20 @@ func (v violation) String() string {
 	return ""
 }
 
-// statuses and violations are the enums' names, with their values: a
-// status's is the status + 1, as 0 is for a name the table does not have.
+// statuses and violations are the enums' names, with their values.
 var (
-	statuses   = newWordTable(byName(statusNames[:], func(k int) uint32 { return uint32(k) + 1 }))
+	statuses   = newWordTable(byName(statusNames[:], func(k int) uint32 { return uint32(k) }))
 	violations = newWordTable(byName(violationNames[:], func(k int) uint32 { return 1 << k }))
 )
 
 func parseViolation(b []byte) (violation, bool) {
-	v := violations.lookup(b)
-	return violation(v), v != 0
+	v, ok := violations.lookup(b)
+	return violation(v), ok
 }
 
 func parseStatus(b []byte) (status, bool) {
-	if v := statuses.lookup(b); v != 0 {
-		return status(v - 1), true
-	}
-	return 0, false
+	v, ok := statuses.lookup(b)
+	return status(v), ok
 }
 
 func validCurrency(b []byte) bool {

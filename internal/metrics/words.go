@@ -20,18 +20,18 @@ type wordTable [32]wordEntry
 
 type wordEntry struct {
 	word, mask [3]uint64
-	size       int    // of the string, with its quotes
-	value      uint32 // what the string stands for; 0 in an empty slot
+	size       int    // of the string, with its quotes; 0 in an empty slot
+	value      uint32 // what the string stands for
 }
 
 // newWordTable builds the table of the strings with these contents, each
-// given with its value (not 0). It panics where two share a slot, which
-// every test run would show.
+// given with its value. It panics where two share a slot, which every test
+// run would show.
 func newWordTable(values map[string]uint32) *wordTable {
 	t := new(wordTable)
 	for name, value := range values {
 		var b, m [24]byte
-		if len(name)+2 > len(b) || value == 0 {
+		if len(name)+2 > len(b) {
 			panic(fmt.Sprintf("metrics: %q cannot be in a word table", name))
 		}
 		b[0], b[1+copy(b[1:], name)] = '"', '"'
@@ -41,7 +41,7 @@ func newWordTable(values map[string]uint32) *wordTable {
 		w0, w1, w2 := words(b[:], 0)
 		m0, m1, m2 := words(m[:], 0)
 		e := &t[slot(w0)]
-		if e.value != 0 {
+		if e.size != 0 {
 			panic(fmt.Sprintf("metrics: %q has the slot of another string", name))
 		}
 		*e = wordEntry{word: [3]uint64{w0, w1, w2}, mask: [3]uint64{m0, m1, m2}, size: len(name) + 2, value: value}
@@ -73,24 +73,24 @@ func words(d []byte, i int) (w0, w1, w2 uint64) {
 func (t *wordTable) at(d []byte, i int) (*wordEntry, bool) {
 	w0, w1, w2 := words(d, i)
 	e := &t[slot(w0)]
-	return e, e.value != 0 && (w0^e.word[0])&e.mask[0]|(w1^e.word[1])&e.mask[1]|(w2^e.word[2])&e.mask[2] == 0
+	return e, e.size != 0 && (w0^e.word[0])&e.mask[0]|(w1^e.word[1])&e.mask[1]|(w2^e.word[2])&e.mask[2] == 0
 }
 
 // lookup returns the value of a string's contents, read and unescaped by
-// the careful parser, or 0 where the table does not have it.
-func (t *wordTable) lookup(name []byte) uint32 {
+// the careful parser, and whether the table has it.
+func (t *wordTable) lookup(name []byte) (uint32, bool) {
 	var b [24]byte
 	if len(name)+2 > len(b) {
-		return 0
+		return 0, false
 	}
 	b[0] = '"'
 	copy(b[1:], name)
 	b[1+len(name)] = '"'
 	// The contents may hold a quote that was escaped: all must match.
 	if e, ok := t.at(b[:], 0); ok && e.size == len(name)+2 {
-		return e.value
+		return e.value, true
 	}
-	return 0
+	return 0, false
 }
 
 // byName maps names to values, which value gives from their index.
