@@ -312,7 +312,7 @@ func fromFloat(f float64) number {
 // §3.2.2.3.
 func appendNumber(dst, body []byte, n *number) []byte {
 	if n.litEnd > 0 {
-		return append(dst, body[n.litStart:n.litEnd]...)
+		return appendShort(dst, body[n.litStart:n.litEnd])
 	}
 	if n.mant == 0 {
 		return append(dst, '0') // also for -0

@@ -111,11 +111,14 @@ const (
 var violationNames = [...]string{"data_boundary", "instruction_override", "policy_boundary", "scope_escape", "unauthorized_tool"}
 
 func (v violation) String() string {
-	if k := bits.TrailingZeros8(uint8(v)); k < len(violationNames) && v == 1<<k {
+	if k := v.index(); k < len(violationNames) && v == 1<<k {
 		return violationNames[k]
 	}
 	return ""
 }
+
+// index is the index of v's bit, in violationNames.
+func (v violation) index() int { return bits.TrailingZeros8(uint8(v)) }
 
 // statuses and violations are the enums' names, with their values.
 var (
