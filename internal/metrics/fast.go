@@ -572,11 +572,11 @@ func numberAt(d []byte, i int, n *number, max float64, integer bool) (int, bool)
 
 // boolAt reads true or false at d[i].
 func boolAt(d []byte, i int) (v bool, end int, ok bool) {
-	switch s := string(d[i:min(i+5, len(d))]); {
-	case s == "false":
-		return false, i + 5, true
-	case len(s) >= 4 && s[:4] == "true":
+	if string(next(d, i, 4)) == "true" {
 		return true, i + 4, true
+	}
+	if string(next(d, i, 5)) == "false" {
+		return false, i + 5, true
 	}
 	return false, i, false
 }

@@ -39,6 +39,14 @@ func TestFastPathAgrees(t *testing.T) {
 	} {
 		bodies["bench/near-end/"+name] = []byte(body)
 	}
+	// Broken literals where a tool check's passed is read, compact and not:
+	// the fast path must not take a prefix of true or false for it.
+	for _, lit := range []string{"tru", "truE", "trux", "fals", "falsE", "falsy", "t", "f", "nul"} {
+		for form, check := range map[string]string{"compact": `{"name":"t","passed":%s}`, "spaced": `{"passed": %s, "name":"t"}`} {
+			bodies["literal/"+form+"/"+lit] = []byte(`{"run_id":"r","cases":[{"case_id":"a","status":"pass","latency_ms":1,"tool_checks":[` +
+				strings.Replace(check, "%s", lit, 1) + `]}]}`)
+		}
+	}
 	respaced := map[string][]byte{}
 	for name, body := range bodies {
 		// Every body in RFC 8785 form, valid or not, for canonicalCase.
