@@ -105,7 +105,10 @@ const shortCopy = 32
 func appendShort(dst, s []byte) []byte {
 	n := len(dst)
 	if len(s) <= shortCopy && cap(s) >= shortCopy && cap(dst)-n >= shortCopy {
-		*(*[shortCopy]byte)(dst[n : n+shortCopy]) = *(*[shortCopy]byte)(s[:shortCopy])
+		// Through a variable: assigning one array pointer's target to
+		// another's costs a call to memmove, which must allow for overlap.
+		piece := *(*[shortCopy]byte)(s[:shortCopy])
+		*(*[shortCopy]byte)(dst[n : n+shortCopy]) = piece
 		return dst[:n+len(s)]
 	}
 	return append(dst, s...)
