@@ -218,3 +218,35 @@ func TestShortNumber(t *testing.T) {
 		t.Errorf("shortNumber reads only %d of the literals", read)
 	}
 }
+
+// TestWithin checks the range and integer checks at their edges, for every
+// maximum the engine uses.
+func TestWithin(t *testing.T) {
+	for _, max := range []float64{MaxLatencyMS, MaxTokens, MaxCost, MaxSteps} {
+		tests := []struct {
+			f             float64
+			integer, want bool
+		}{
+			{0, true, true},
+			{math.Copysign(0, -1), true, true},
+			{1, true, true},
+			{0.5, true, false},
+			{0.5, false, true},
+			{max, true, true},
+			{max - 0.5, true, false},
+			{math.Nextafter(max, 0), true, false},
+			{math.Nextafter(max, 0), false, true},
+			{math.Nextafter(max, math.Inf(1)), false, false},
+			{-1, false, false},
+			{math.Inf(1), false, false},
+			{math.NaN(), false, false},
+			{math.NaN(), true, false},
+		}
+		for _, tt := range tests {
+			n := number{f: tt.f}
+			if got := n.within(max, tt.integer); got != tt.want {
+				t.Errorf("within(%v, max %v, integer %v) = %v, want %v", tt.f, max, tt.integer, got, tt.want)
+			}
+		}
+	}
+}
