@@ -70,11 +70,13 @@ func appendCase(dst, body []byte, c *observation) []byte {
 // where appendShort can copy it whole. Choosing a piece by index spares a
 // branch on the value, which comes in no set pattern.
 var (
-	statusJSON    = pieces(len(statusNames), func(k int) string { return `,"status":"` + status(k).String() + `"` })
+	statusJSON    = pieces(len(statusNames), func(k int) string { return `,"status":"` + statusNames[k] + `"` })
 	violationJSON = pieces(len(violationNames), func(k int) string { return `"` + violationNames[k] + `"` })
 	passedJSON    = pieces(2, func(k int) string { return `","passed":` + strconv.FormatBool(k == 1) + `}` })
 )
 
+// pieces returns piece(k) for k from 0 to n-1, each with room for
+// appendShort's whole copy.
 func pieces(n int, piece func(k int) string) [][]byte {
 	ps := make([][]byte, n)
 	for k := range ps {
