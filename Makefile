@@ -161,7 +161,7 @@ pgo: $(LOCALBIN) ## Refresh cmd/evalmeter/default.pgo, the CPU profile the binar
 	$(GO) test -c -pgo=off -o $(LOCALBIN)/metrics-pgo.test ./internal/metrics
 	cd internal/metrics && \
 	$(LOCALBIN)/metrics-pgo.test -test.run '^$$' -test.bench '^BenchmarkCompute$$/^engine$$' -test.benchtime 3s -test.cpuprofile $(LOCALBIN)/pgo-vector.prof && \
-	$(LOCALBIN)/metrics-pgo.test -test.run '^$$' -test.bench '^BenchmarkComputeSizes$$/./^engine(-reordered)?$$' -test.benchtime 1s -test.cpuprofile $(LOCALBIN)/pgo-sizes.prof
+	$(LOCALBIN)/metrics-pgo.test -test.run '^$$' -test.bench '^BenchmarkComputeSizes$$/./^engine(-reordered|-clocked)?$$' -test.benchtime 1s -test.cpuprofile $(LOCALBIN)/pgo-sizes.prof
 	$(GO) tool pprof -proto $(LOCALBIN)/pgo-vector.prof $(LOCALBIN)/pgo-sizes.prof > $(PGO)
 
 .PHONY: bench-convert

@@ -28,14 +28,20 @@ var Sizes = []Size{
 // each, every optional member present, as the CLI writes it
 // (convert.Request.Marshal): compact, members in RFC 8785 order, numbers
 // as ECMAScript writes them. It is its own canonical form.
-func (s Size) Body() []byte { return s.body(true) }
+func (s Size) Body() []byte { return s.body(true, false) }
+
+// Clocked is Body with each latency as a program computes it from two
+// clock readings, a double of 16 or 17 digits (1037.0001280245979 rather
+// than 1037.001), written as its shortest digits, as JSON encoders write
+// doubles. It is also its own canonical form.
+func (s Size) Clocked() []byte { return s.body(true, true) }
 
 // Reordered is Body with each object's members in another order, as a
 // client that does not sort them sends it: the same request, whose cases
 // the engine must write in canonical form.
-func (s Size) Reordered() []byte { return s.body(false) }
+func (s Size) Reordered() []byte { return s.body(false, false) }
 
-func (s Size) body(sorted bool) []byte {
+func (s Size) body(sorted, clocked bool) []byte {
 	var b bytes.Buffer
 	if sorted {
 		b.WriteString(`{"cases":[`)
@@ -57,12 +63,17 @@ func (s Size) body(sorted bool) []byte {
 			}
 			fmt.Fprintf(&checks, `{"name":"tool.check_%02d.verify","passed":%t}`, j, (i+j)%5 != 0)
 		}
+		latency := float64(1000+i*37%90000) + float64(i%1000)/1000
+		if clocked { // seconds since the epoch, in milliseconds
+			start := 1.7e9 + float64(i)*0.731
+			latency = (start + latency/1000 - start) * 1000
+		}
 		m := map[string]string{
 			"boundary_violations": `["scope_escape"]`,
 			"case_id":             fmt.Sprintf(`"suite.module.test_case_%04d"`, i),
 			"cost":                number(float64(1+i*31%999999) / 1e6),
 			"input_tokens":        strconv.Itoa(1000 + i*13),
-			"latency_ms":          number(float64(1000+i*37%90000) + float64(i%1000)/1000),
+			"latency_ms":          number(latency),
 			"output_tokens":       strconv.Itoa(200 + i*7),
 			"repeat_group":        fmt.Sprintf(`"group-%03d"`, i/3),
 			"status":              `"` + [...]string{"pass", "fail", "error", "timeout"}[i%4] + `"`,

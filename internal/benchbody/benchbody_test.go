@@ -9,8 +9,8 @@ import (
 )
 
 // TestBodies checks that each body is a valid request of its size, that
-// Body is its own canonical form, as the CLI writes requests, and that
-// Reordered is the same request in another order.
+// Body and Clocked are their own canonical forms, as the CLI writes
+// requests, and that Reordered is the same request in another order.
 func TestBodies(t *testing.T) {
 	for _, size := range benchbody.Sizes {
 		body := size.Body()
@@ -20,6 +20,10 @@ func TestBodies(t *testing.T) {
 		}
 		if !bytes.Equal(canonical, body) {
 			t.Errorf("%s: the body is not its canonical form:\n%.300s\nwant\n%.300s", size.Name, body, canonical)
+		}
+		clocked := size.Clocked()
+		if c, err := metrics.Canonical(clocked); err != nil || !bytes.Equal(c, clocked) || bytes.Equal(clocked, body) {
+			t.Errorf("%s: Clocked is not its canonical form, or is Body: %v", size.Name, err)
 		}
 		reordered := size.Reordered()
 		if bytes.Equal(reordered, body) {

@@ -162,7 +162,7 @@ func scanAnyNumber(d []byte, start int, n *number) (int, numberError) {
 		lit       bool // the literal is the canonical form of its value
 		// plain: the literal has the form ECMAScript gives its value, if
 		// its digits are the shortest that round-trip, which lit knows
-		// for up to 15 digits and fromFloat tells beyond.
+		// for up to 15 digits and shortestNearest or fromFloat tell beyond.
 		plain bool
 	)
 	switch intStart := i; {
@@ -253,12 +253,144 @@ func scanAnyNumber(d []byte, start int, n *number) (int, numberError) {
 		}
 		return i, numberOK
 	}
+	if m2, s, ok := nearestDouble(mant, -exp); ok && !truncated {
+		// A literal of 16 to 19 digits with a point, as programs write a
+		// double they computed (a latency from two clock readings): its
+		// double and, nearly always, its canonical digits without
+		// strconv, which takes about 0.2 µs for them.
+		f := double(m2, s)
+		if n.neg {
+			f = -f
+		}
+		if !shortestNearest(m2, s, mant, -exp) {
+			*n = fromFloat(f)
+			return i, numberOK
+		}
+		n.f, n.mant, n.exp = f, mant, int32(exp)
+		if plain {
+			n.litStart, n.litEnd = uint32(start), uint32(i)
+		}
+		return i, numberOK
+	}
 	f, _ := strconv.ParseFloat(string(d[start:i]), 64) // overflow gives ±Inf, caught by range checks
 	*n = fromFloat(f)
 	if plain && !truncated && n.mant == mant && int(n.exp) == exp {
 		n.litStart, n.litEnd = uint32(start), uint32(i)
 	}
 	return i, numberOK
+}
+
+// nearestDouble returns the double nearest to mant × 10^-k (ties to even)
+// as m2 × 2^-s, 2^52 <= m2 < 2^53, s >= 1: for k from 1 to 19 and a value
+// under 2^52. It reports false for any other, for strconv.ParseFloat. The
+// arithmetic is exact, on integers of 128 bits.
+func nearestDouble(mant uint64, k int) (m2 uint64, s int, ok bool) {
+	if k < 1 || k > 19 || mant == 0 {
+		return 0, 0, false
+	}
+	d := pow10s[k]
+	// This s puts mant × 2^s / d in [2^52, 2^54), so the quotient fits in
+	// 64 bits.
+	if s = 53 + bits.Len64(d) - bits.Len64(mant); s < 1 {
+		return 0, 0, false
+	}
+	x := uint128{lo: mant}.lsh(s)
+	q, rem := bits.Div64(x.hi, x.lo, d)
+	m2 = q
+	if q >= 1<<53 { // a bit too many: round it off, the remainder sticky
+		s--
+		m2 = q >> 1
+		if q&1 != 0 && (rem != 0 || m2&1 != 0) {
+			m2++
+		}
+	} else if rem > d-rem || rem == d-rem && m2&1 != 0 {
+		m2++
+	}
+	if m2 == 1<<53 { // rounded up to a power of two
+		m2 >>= 1
+		s--
+	}
+	return m2, s, s >= 1
+}
+
+// double returns m2 × 2^-s, as nearestDouble gives them.
+func double(m2 uint64, s int) float64 {
+	return math.Float64frombits(uint64(1075-s)<<52 | m2&(1<<52-1))
+}
+
+// shortestNearest reports whether mant × 10^-k is certainly the canonical
+// digits of the double m2 × 2^-s (as nearestDouble gives it, and nearest
+// to it): the shortest decimal that round-trips it, and of those the
+// nearest to it (docs/design.md#51-reading-the-body). It reports false
+// where a decimal with fewer digits is in the double's rounding interval
+// or at its edge, or one with as many is as near or nearer; fromFloat
+// then finds the digits.
+func shortestNearest(m2 uint64, s int, mant uint64, k int) bool {
+	// Scaled by 2^(s+2) × 10^k: the double is F = 4·m2·d; half the gap to
+	// each neighbour is 2d (d below a power of two, where the gap below
+	// is half as wide); j × 10^-k is j × 2^(s+2).
+	d := pow10s[k]
+	var F uint128
+	F.hi, F.lo = bits.Mul64(m2<<2, d)
+	above := uint128{lo: d}.lsh(1) // 2d: over 64 bits where k is 19
+	below := above
+	if m2 == 1<<52 {
+		below = uint128{lo: d}
+	}
+	// The multiples of 10^-k in the rounding interval, edges included,
+	// are a × 10^-k to b × 10^-k. A multiple of ten among them is a
+	// decimal with fewer digits that round-trips, or may.
+	a := F.sub(below).sub(uint128{lo: 1}).rsh(s+2) + 1
+	b := F.add(above).rsh(s + 2)
+	if b-b%10 >= a {
+		return false
+	}
+	// mant × 10^-k must be strictly the multiple of 10^-k nearest to the
+	// double: F is floor × 2^(s+2) and a remainder, whose top bit says
+	// whether it is past half.
+	floor, half, exact := F.rsh(s+2), F.bit(s+1), F.lowZero(s+1)
+	return floor == mant && !half || floor+1 == mant && half && !exact
+}
+
+// uint128 is an unsigned integer of 128 bits, for nearestDouble and
+// shortestNearest.
+type uint128 struct{ hi, lo uint64 }
+
+// lsh returns x << n, 0 <= n < 128, where the result fits.
+func (x uint128) lsh(n int) uint128 {
+	if n >= 64 {
+		return uint128{hi: x.lo << (n - 64)}
+	}
+	return uint128{hi: x.hi<<n | x.lo>>(64-n), lo: x.lo << n}
+}
+
+// rsh returns the low 64 bits of x >> n, 0 <= n < 128.
+func (x uint128) rsh(n int) uint64 {
+	if n >= 64 {
+		return x.hi >> (n - 64)
+	}
+	return x.lo>>n | x.hi<<(64-n)
+}
+
+func (x uint128) add(y uint128) uint128 {
+	lo, carry := bits.Add64(x.lo, y.lo, 0)
+	return uint128{hi: x.hi + y.hi + carry, lo: lo}
+}
+
+func (x uint128) sub(y uint128) uint128 {
+	lo, borrow := bits.Sub64(x.lo, y.lo, 0)
+	return uint128{hi: x.hi - y.hi - borrow, lo: lo}
+}
+
+// bit reports whether bit n of x is set, 0 <= n < 128.
+func (x uint128) bit(n int) bool { return x.rsh(n)&1 != 0 }
+
+// lowZero reports whether x's n lowest bits are all zero, 0 < n < 128.
+func (x uint128) lowZero(n int) bool {
+	if n >= 64 {
+		return x.lo == 0 && x.hi<<(128-n) == 0
+	}
+	return x.lo<<(64-n) == 0
 }
 
 // within reports whether n is from 0 to max, and an integer if integer is

@@ -250,3 +250,112 @@ func TestWithin(t *testing.T) {
 		}
 	}
 }
+
+// TestLongLiterals holds nearestDouble and shortestNearest to strconv, on
+// the literals of doubles and on their near misses: the double must be
+// ParseFloat's, and where shortestNearest reports the digits canonical,
+// they must be the double's shortest digits (fromFloat). It must also
+// report them so for nearly every double's shortest literal, which is what
+// it is for.
+func TestLongLiterals(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	check := func(mant uint64, k int) (canonical bool) {
+		for mant%10 == 0 && k > 0 { // as scanAnyNumber calls them
+			mant /= 10
+			k--
+		}
+		m2, s, ok := nearestDouble(mant, k)
+		if !ok {
+			return false
+		}
+		lit := decimal(mant, k)
+		f := double(m2, s)
+		if want, _ := strconv.ParseFloat(lit, 64); f != want {
+			t.Fatalf("nearestDouble(%d, %d) = %v; ParseFloat(%s) = %v", mant, k, f, lit, want)
+		}
+		if !shortestNearest(m2, s, mant, k) {
+			return false
+		}
+		if n := fromFloat(f); n.mant != mant || int(n.exp) != -k {
+			t.Fatalf("shortestNearest says %s is canonical; the shortest digits of %v are %d × 10^%d", lit, f, n.mant, n.exp)
+		}
+		return true
+	}
+	shortest, canonical := 0, 0
+	for range 200000 {
+		var f float64
+		switch rng.IntN(4) {
+		case 0:
+			f = rng.Float64() * 1e5 // latencies in ms, from clock readings
+		case 1:
+			f = rng.Float64() / 100 // costs
+		case 2:
+			f = math.Float64frombits(rng.Uint64N(math.Float64bits(1<<53)-math.Float64bits(1e-4)) + math.Float64bits(1e-4))
+		case 3:
+			f = math.Ldexp(1+float64(rng.IntN(3))*0x1p-52, rng.IntN(60)-13) // at powers of two
+		}
+		n := fromFloat(f)
+		if n.exp >= 0 || n.exp < -19 {
+			continue
+		}
+		mant, k := n.mant, int(-n.exp)
+		shortest++
+		if check(mant, k) {
+			canonical++
+		}
+		// Near misses: digits that are not the shortest or not the nearest.
+		check(mant+1, k)
+		check(mant-1, k)
+		if k < 19 && mant < 1e18 {
+			check(mant*10+rng.Uint64N(10), k+1)
+			check(mant*10+5, k+1)
+		}
+		check(mant/10, k-1)
+		check(rng.Uint64N(1e19), rng.IntN(19)+1) // any digits
+		// Halfway between two doubles, and just off it: rounding's ties.
+		e := rng.IntN(3) + 1 // (m + 1/2) × 2^-e is (2m + 1) × 5^(e+1) × 10^-(e+1)
+		mid := (2*(1<<52+rng.Uint64N(1<<52)) + 1) * []uint64{25, 125, 625}[e-1]
+		for _, j := range []uint64{mid - 1, mid, mid + 1} {
+			check(j, e+1)
+		}
+	}
+	t.Logf("%d of %d shortest literals read without strconv", canonical, shortest)
+	if canonical < shortest*99/100 {
+		t.Errorf("shortestNearest reports %d of %d shortest literals canonical; want nearly all", canonical, shortest)
+	}
+	for _, tt := range []struct {
+		mant uint64
+		k    int
+		want bool
+	}{
+		{4290461989273158, 14, true},   // 42.90461989273158
+		{30000000000000004, 17, true},  // 0.30000000000000004
+		{10000000000000001, 17, false}, // 0.10000000000000001 is 0.1
+		{1234567890123456, 4, true},    // 123456789012.3456
+		{9007199254740992, 1, false},   // a tie: .2 and .3 are as near to 900719925474099.25
+		{45035996273704961, 1, false},  // 2^52 and more: strconv reads it
+		{23450000000000003, 19, true},  // 0.0023450000000000003: 2·10^19 overflows 64 bits
+		{23450000000000002, 19, false}, // 0.0023450000000000002 is …003
+		{78125000000000035, 19, false}, // 0.0078125000000000035 is 0.007812500000000003
+		{99999999999999999, 17, false}, // 0.99999999999999999 is 1
+		{12345678901234567, 20, false}, // k beyond 19: strconv reads it
+		{12345678901234567, 0, false},  // no point: strconv reads it
+		{1, 1, true},                   // 0.1
+	} {
+		if got := check(tt.mant, tt.k); got != tt.want {
+			t.Errorf("%s: read without strconv %t, want %t", decimal(tt.mant, tt.k), got, tt.want)
+		}
+	}
+}
+
+// decimal returns mant × 10^-k as a literal.
+func decimal(mant uint64, k int) string {
+	s := strconv.FormatUint(mant, 10)
+	if k == 0 {
+		return s
+	}
+	if len(s) <= k {
+		s = strings.Repeat("0", k-len(s)+1) + s
+	}
+	return s[:len(s)-k] + "." + s[len(s)-k:]
+}
