@@ -64,7 +64,7 @@ func (s Size) body(sorted, clocked bool) []byte {
 			fmt.Fprintf(&checks, `{"name":"tool.check_%02d.verify","passed":%t}`, j, (i+j)%5 != 0)
 		}
 		latency := float64(1000+i*37%90000) + float64(i%1000)/1000
-		if clocked { // seconds since the epoch, in milliseconds
+		if clocked { // the difference of two readings of seconds since the epoch, in ms
 			start := 1.7e9 + float64(i)*0.731
 			latency = (start + latency/1000 - start) * 1000
 		}

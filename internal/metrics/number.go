@@ -253,26 +253,25 @@ func scanAnyNumber(d []byte, start int, n *number) (int, numberError) {
 		}
 		return i, numberOK
 	}
+	var f float64
 	if m2, s, ok := nearestDouble(mant, -exp); ok && !truncated {
 		// A literal of 16 to 19 digits with a point, as programs write a
 		// double they computed (a latency from two clock readings): its
 		// double and, nearly always, its canonical digits without
 		// strconv, which takes about 0.2 µs for them.
-		f := double(m2, s)
-		if n.neg {
+		if f = double(m2, s); n.neg {
 			f = -f
 		}
-		if !shortestNearest(m2, s, mant, -exp) {
-			*n = fromFloat(f)
+		if shortestNearest(m2, s, mant, -exp) {
+			n.f, n.mant, n.exp = f, mant, int32(exp)
+			if plain {
+				n.litStart, n.litEnd = uint32(start), uint32(i)
+			}
 			return i, numberOK
 		}
-		n.f, n.mant, n.exp = f, mant, int32(exp)
-		if plain {
-			n.litStart, n.litEnd = uint32(start), uint32(i)
-		}
-		return i, numberOK
+	} else {
+		f, _ = strconv.ParseFloat(string(d[start:i]), 64) // overflow gives ±Inf, caught by range checks
 	}
-	f, _ := strconv.ParseFloat(string(d[start:i]), 64) // overflow gives ±Inf, caught by range checks
 	*n = fromFloat(f)
 	if plain && !truncated && n.mant == mant && int(n.exp) == exp {
 		n.litStart, n.litEnd = uint32(start), uint32(i)
