@@ -66,10 +66,10 @@ verify-asm: generate-asm ## Fail when internal/jsonindex's committed assembly or
 	@git diff --exit-code -- internal/jsonindex/index_amd64.s internal/jsonindex/index_amd64.go || { echo "internal/jsonindex's assembly is stale: run 'make generate-asm' and commit"; exit 1; }
 
 .PHONY: test
-test: verify-fmt vet verify-generated verify-asm unit test-purego fuzz ## Run every test: formatting, vet, generated files and assembly, unit and integration tests (race detector), the portable JSON index, fuzzing.
+test: verify-fmt vet verify-generated verify-asm unit test-purego fuzz ## Run every test: formatting, vet, generated files and assembly, unit and integration tests (race detector), the same without assembly (purego), fuzzing.
 
-.PHONY: unit
-unit: ## Run the unit and integration tests (real PostgreSQL, kube-apiserver and etcd) with the race detector and coverage.
+.PHONY: test-deps
+test-deps: ## Install what the tests need besides Go, once: PostgreSQL, busybox, promtool, and the release that ./ci's tests install.
 	@# Once, before test packages start PostgreSQL clusters in parallel (and race for dpkg).
 	hack/postgres.sh install
 	@# ./ci runs the GitLab template in busybox's sh and wget, as in a small image.
@@ -79,13 +79,18 @@ unit: ## Run the unit and integration tests (real PostgreSQL, kube-apiserver and
 	@test -x $(LOCALBIN)/promtool || $(MAKE) promtool
 	@# The same for the release of make dist that ./ci's tests install (EVALMETER_TEST_RELEASE).
 	$(MAKE) -s dist DIST_DIR=$(LOCALBIN)/test-release PLATFORMS=$$($(GO) env GOOS)/$$($(GO) env GOARCH) VERSION=v0.0.0-test
+
+# The environment of go test: the release above, and envtest's kube-apiserver and etcd.
+TEST_ENV = EVALMETER_TEST_RELEASE=$(LOCALBIN)/test-release KUBEBUILDER_ASSETS="$$(hack/offline/envtest.sh)"
+
+.PHONY: unit
+unit: test-deps ## Run the unit and integration tests (real PostgreSQL, kube-apiserver and etcd) with the race detector and coverage.
 	@# -pgo=off: the tests time nothing, and cmd/evalmeter's profile would build every package again.
-	EVALMETER_TEST_RELEASE=$(LOCALBIN)/test-release KUBEBUILDER_ASSETS="$$(hack/offline/envtest.sh)" $(GO) test -pgo=off -race -count=1 -coverprofile cover.out ./...
+	$(TEST_ENV) $(GO) test -pgo=off -race -count=1 -coverprofile cover.out ./...
 
 .PHONY: test-purego
-test-purego: ## Run again, built with -tags purego (no assembly: internal/jsonindex's portable builder, as on a CPU without AVX2), the tests of every package whose build that tag changes: those that import internal/jsonindex.
-	hack/postgres.sh install
-	$(GO) test -pgo=off -tags purego -count=1 $$($(GO) list -f '{{.ImportPath}}{{range .Deps}} {{.}}{{end}}' ./... | awk '/internal\/jsonindex/ {print $$1}')
+test-purego: test-deps ## Run every test again, built with -tags purego: no assembly, neither internal/jsonindex's (its portable builder, as on a CPU without AVX2) nor the standard library's.
+	$(TEST_ENV) $(GO) test -pgo=off -tags purego -count=1 ./...
 
 .PHONY: envtest
 envtest: ## Build the kube-apiserver and etcd of envtest from source, once (cached in bin/k8s); print their directory.
